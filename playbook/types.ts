@@ -1,0 +1,166 @@
+/**
+ * The normalised playbook: what every other part (engine, server, worker, operator) consumes.
+ * `parsePlaybook` turns any accepted document (v2, v1, legacy forms) into this shape, so no
+ * consumer ever looks at a legacy spelling. Raw YAML shapes are described by the JSON Schema in
+ * `schema.ts`; these types describe the result of normalisation.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export const API_VERSIONS = ['playflow.io/v2', 'playflow.io/v1', 'noetl.io/v2', 'noetl.io/v1'] as const;
+export type ApiVersion = (typeof API_VERSIONS)[number];
+
+export interface Playbook {
+  apiVersion: ApiVersion;
+  kind: 'Playbook';
+  metadata: PlaybookMetadata;
+  workload: JsonObject;
+  keychain: KeychainDef[];
+  workbook: WorkbookTask[];
+  workflow: Step[];
+}
+
+export interface PlaybookMetadata {
+  name: string;
+  path?: string;
+  description?: string;
+  labels?: Record<string, string>;
+}
+
+/** One step, v2 shape. Legacy spellings have been rewritten by normalisation. */
+export interface Step {
+  step: string;
+  desc?: string;
+  args?: JsonObject;
+  loop?: Loop;
+  /** Absent for a pure routing step. */
+  tool?: Tool;
+  case?: CaseEntry[];
+  /** Structural successors; all three YAML forms become this list. */
+  next?: NextTarget[];
+  /** vars block: name → template, rendered after completion with `result` bound. */
+  vars?: Record<string, Json>;
+  /** Unified retry policies, top to bottom, first truthy `when` wins. */
+  retry?: RetryPolicy[];
+}
+
+/**
+ * Tool configuration. `kind` selects the executor; every other field is kind-specific and kept
+ * as written (templates unrendered). Synonyms are normalised: http `url` → `endpoint`,
+ * postgres `query` → `command`.
+ */
+export interface Tool {
+  kind: ToolKind;
+  [field: string]: Json | undefined;
+}
+
+export const TOOL_KINDS = [
+  'http', 'postgres', 'duckdb', 'python', 'workbook', 'playbook', 'secret',
+  // legacy task-guide kinds, executed by the worker's legacy tools
+  'file', 'email', 'slack', 'webhook', 'transform', 'console',
+] as const;
+export type ToolKind = (typeof TOOL_KINDS)[number];
+
+export interface Loop {
+  /** Template expression (string) or a literal list. */
+  in: Json;
+  iterator: string;
+  mode: 'sequential' | 'async';
+  /** Async bound; default 16 (engine setting). */
+  max_in_flight?: number;
+  /** Legacy `loop.pagination`, kept as written (deprecated) for the engine. */
+  pagination?: LegacyPagination;
+}
+
+export interface LegacyPagination {
+  type: 'response_based';
+  continue_while: string;
+  next_page?: { params?: JsonObject; body?: JsonObject; headers?: JsonObject };
+  merge_strategy: 'append' | 'extend' | 'replace' | 'collect';
+  merge_path?: string;
+  max_iterations: number; // default 1000
+  retry: {
+    max_attempts: number; // default 1
+    backoff: 'fixed' | 'exponential'; // default fixed
+    initial_delay: number; // seconds, default 1
+    max_delay: number; // seconds, default 60
+  };
+}
+
+export interface CaseEntry {
+  when: string;
+  /** `then` as an object or a list both become an ordered list of actions. */
+  then: Action[];
+}
+
+export interface NextTarget {
+  step: string;
+  args?: JsonObject;
+}
+
+export type Action =
+  | { action: 'call'; overrides: JsonObject }
+  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number }
+  | { action: 'collect'; from: Json; into: string; mode: 'append' | 'extend' }
+  | { action: 'sink'; tool: Tool }
+  | { action: 'set'; ctx: JsonObject }
+  | { action: 'result'; from: Json }
+  | { action: 'next'; targets: NextTarget[] }
+  | { action: 'fail'; message?: string }
+  | { action: 'skip' };
+
+export type ActionName = Action['action'];
+
+export interface RetryPolicy {
+  when: string;
+  then: RetryThen;
+}
+
+export interface RetryThen {
+  max_attempts?: number;
+  backoff_multiplier?: number;
+  initial_delay?: number;
+  /** Overrides for the next request (params, args, url/endpoint, json, headers…), templated. */
+  next_call?: JsonObject;
+  collect?: { strategy: 'append' | 'replace' | 'merge'; path?: string; into?: string };
+  sink?: Tool;
+}
+
+export interface KeychainDef {
+  name: string;
+  kind: 'secret_manager' | 'oauth2' | 'http' | 'env' | 'file';
+  provider?: 'gcp' | 'aws' | 'azure';
+  scope: 'global' | 'local' | 'shared';
+  auth?: string;
+  map?: Record<string, string>;
+  endpoint?: string;
+  method?: string;
+  headers?: JsonObject;
+  data?: Json;
+  auto_renew?: boolean;
+  ttl_seconds?: number;
+  [field: string]: Json | undefined;
+}
+
+export interface WorkbookTask {
+  name: string;
+  tool: Tool;
+  desc?: string;
+}
+
+/** A problem found while parsing, normalising or validating. */
+export interface PlaybookIssue {
+  /** JSON path into the document as written, e.g. `workflow[3].case[0].then.next[0].step`. */
+  path: string;
+  message: string;
+  severity: 'error' | 'warning';
+}
+
+export interface ParseResult {
+  /** Present when there are no errors. */
+  playbook?: Playbook;
+  errors: PlaybookIssue[];
+  /** Deprecations and other non-fatal notes. */
+  warnings: PlaybookIssue[];
+}
