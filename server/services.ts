@@ -1,0 +1,114 @@
+/**
+ * The server's service layer: what the HTTP plugins (server/app/) call and what the store-backed
+ * implementations (server/store/, server/executions/) provide. Routes stay thin; every rule about
+ * executions, the queue and the catalog lives behind these interfaces.
+ */
+import type pg from 'pg';
+import type { Json, JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
+import type {
+  ClaimRequest, ClaimedCommand, EventsAck, HeartbeatRequest, HeartbeatResponse, Id, QueueStats,
+  RunRequest, RunResponse, WorkerEvent,
+} from '../client/protocol.js';
+import type { ExecutionStatus, StepSummary } from './engine/contract.js';
+
+export interface Db {
+  pool: pg.Pool;
+  /** Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw). */
+  tx<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T>;
+}
+
+export interface CatalogEntry {
+  catalog_id: Id;
+  path: string;
+  version: number;
+  content: string;
+  playbook: Playbook;
+  created_at: string;
+}
+export type CatalogSummary = Omit<CatalogEntry, 'content' | 'playbook'> & { name: string; description?: string };
+
+export interface RegisterResult {
+  entry: CatalogEntry;
+  /** false when identical content was already the latest version at that path. */
+  created: boolean;
+  warnings: PlaybookIssue[];
+}
+
+export interface CatalogService {
+  /** Validates with the language module; throws invalidPlaybook (422) listing every problem. */
+  register(content: string, path?: string): Promise<RegisterResult>;
+  /** Latest version unless `version` is given; deleted paths are not found. */
+  get(path: string, version?: number): Promise<CatalogEntry | null>;
+  getById(catalogId: Id): Promise<CatalogEntry | null>;
+  list(opts?: { prefix?: string; limit?: number; offset?: number }): Promise<CatalogSummary[]>;
+  /** Removes a path from listings and lookups; running executions keep their version. */
+  remove(path: string): Promise<boolean>;
+}
+
+export interface ExecutionRecord {
+  execution_id: Id;
+  path: string;
+  version: number;
+  catalog_id: Id;
+  parent_execution_id: Id | null;
+  root_execution_id: Id;
+  status: ExecutionStatus;
+  payload: JsonObject;
+  result: Json | null;
+  error: Json | null;
+  steps: Record<string, StepSummary>;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+export interface StoredEvent {
+  event_id: Id;
+  execution_id: Id;
+  seq: number;
+  name: string;
+  step: string | null;
+  command_id: number | null;
+  payload: JsonObject;
+  created_at: string;
+}
+
+export interface ExecutionService {
+  /** Throws notFound for an unknown path, badRequest for a bad payload. */
+  start(req: RunRequest): Promise<RunResponse>;
+  get(executionId: Id): Promise<ExecutionRecord | null>;
+  list(opts?: { status?: ExecutionStatus; path?: string; limit?: number; offset?: number }): Promise<ExecutionRecord[]>;
+  /** Ordered by seq; `after` is the last seq already seen. */
+  events(executionId: Id, opts?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next_after: number | null }>;
+  /** Each event is applied in its execution's transaction; duplicates are counted, not applied. */
+  handleEvents(events: WorkerEvent[]): Promise<EventsAck>;
+  claim(queueId: Id, req: ClaimRequest): Promise<ClaimedCommand>;
+  heartbeat(queueId: Id, req: HeartbeatRequest): Promise<HeartbeatResponse>;
+  cancel(executionId: Id): Promise<ExecutionRecord>;
+}
+
+export interface QueueService {
+  stats(): Promise<QueueStats>;
+}
+
+export interface RuntimeRegistration {
+  kind: 'server' | 'worker';
+  name: string;
+  info?: JsonObject;
+}
+export interface RuntimeService {
+  register(reg: RuntimeRegistration): Promise<void>;
+  heartbeat(kind: RuntimeRegistration['kind'], name: string): Promise<void>;
+  list(): Promise<Array<RuntimeRegistration & { last_heartbeat: string; registered_at: string }>>;
+}
+
+/** Everything the HTTP app needs; built once by `server start` (and by tests). */
+export interface ServerDeps {
+  db: Db;
+  catalog: CatalogService;
+  executions: ExecutionService;
+  queue: QueueService;
+  runtime: RuntimeService;
+  /** Base URL workers use to reach this server (goes into notifications). */
+  serverUrl: string;
+}
