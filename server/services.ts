@@ -112,3 +112,25 @@ export interface ServerDeps {
   /** Base URL workers use to reach this server (goes into notifications). */
   serverUrl: string;
 }
+
+/**
+ * Extension points the execution service calls inside an execution's transaction, so that
+ * variables and keychain entries stay consistent with the event log. The credentials/keychain/
+ * vars module implements them; `noopHooks` keeps the core usable without it.
+ */
+export interface ExecutionHooks {
+  /** The engine recorded a `vars_set` event: persist with var_type `step_result`. */
+  onVarsSet(client: pg.PoolClient, executionId: Id, variables: JsonObject, sourceStep: string): Promise<void>;
+  /** Variables visible to templates besides the engine's own (set through the vars API). */
+  loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject>;
+  /** The execution reached a terminal status: drop its variables and local/shared keychain entries. */
+  onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id }): Promise<void>;
+}
+
+export const noopHooks: ExecutionHooks = {
+  async onVarsSet() {},
+  async loadVars() {
+    return {};
+  },
+  async onExecutionTerminal() {},
+};
