@@ -113,3 +113,159 @@ export interface QueueStats {
   delayed: number;
   oldest_age_seconds: number;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Response shapes of the remaining endpoints (added with the HTTP layer, server/app/). The spec
+// leaves them "not shown"; these are the published shapes (OpenAPI at /docs/json) and the route
+// schemas in server/app/ are written to match them.
+// ---------------------------------------------------------------------------------------------
+
+/** GET /health (also /healthz, /readyz). 200 when every check is ok, 503 otherwise. */
+export interface HealthCheck {
+  status: 'ok' | 'error' | 'skipped';
+  latency_ms?: number;
+  error?: string;
+}
+export interface HealthResponse {
+  status: 'ok' | 'degraded';
+  version: string;
+  uptime_seconds: number;
+  /** `database` and `broker` (broker `skipped` when the server has no broker probe). */
+  checks: Record<string, HealthCheck>;
+}
+
+/** A problem found in a playbook: `path` is a JSON path into the document as written. */
+export interface PlaybookIssueView {
+  path: string;
+  message: string;
+  severity: 'error' | 'warning';
+}
+
+/** POST /api/catalog/playbook. */
+export interface RegisterPlaybookRequest {
+  content: string;
+  /** Defaults to metadata.path, else metadata.name. */
+  path?: string;
+}
+/** 201 when a new version was stored, 200 (created false) when identical content already was. */
+export interface RegisterPlaybookResponse {
+  catalog_id: Id;
+  path: string;
+  version: number;
+  created: boolean;
+  warnings: PlaybookIssueView[];
+}
+
+/** GET /api/catalog/playbook/{path}[?version=]. `playbook` is the normalised document. */
+export interface CatalogEntryView {
+  catalog_id: Id;
+  path: string;
+  version: number;
+  content: string;
+  playbook: JsonObject;
+  created_at: string;
+}
+export interface CatalogSummaryView {
+  catalog_id: Id;
+  path: string;
+  version: number;
+  name: string;
+  description?: string;
+  created_at: string;
+}
+/** GET /api/catalog/playbooks?prefix=&limit=&offset= — latest version of each path. */
+export interface PlaybookList {
+  playbooks: CatalogSummaryView[];
+  count: number;
+  limit: number;
+  offset: number;
+}
+/** DELETE /api/catalog/playbook/{path}. */
+export interface DeletePlaybookResponse {
+  status: 'deleted';
+  path: string;
+}
+
+export type ExecutionStatusName = 'started' | 'running' | 'completed' | 'failed' | 'cancelled';
+export interface StepView {
+  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+  runs: number;
+  result?: Json;
+  error?: Json;
+}
+/** GET /api/execution/{id}; also the answer of POST /api/execution/{id}/cancel. */
+export interface ExecutionView {
+  execution_id: Id;
+  path: string;
+  version: number;
+  catalog_id: Id;
+  parent_execution_id: Id | null;
+  root_execution_id: Id;
+  status: ExecutionStatusName;
+  payload: JsonObject;
+  result: Json | null;
+  error: Json | null;
+  steps: Record<string, StepView>;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+/** GET /api/executions?status=&path=&limit=&offset= — newest first. */
+export interface ExecutionList {
+  executions: ExecutionView[];
+  count: number;
+  limit: number;
+  offset: number;
+}
+
+export interface EventView {
+  event_id: Id;
+  execution_id: Id;
+  seq: number;
+  name: string;
+  step: string | null;
+  command_id: number | null;
+  payload: JsonObject;
+  created_at: string;
+}
+/** GET /api/events/{id}?after=&limit= — ordered by seq; pass next_after back as `after` (null: no more). */
+export interface EventsPage {
+  execution_id: Id;
+  events: EventView[];
+  next_after: number | null;
+}
+
+/** POST /api/postgres/execute: runs in one transaction with `SET LOCAL search_path` to schema. */
+export interface PostgresExecuteRequest {
+  query: string;
+  schema?: string;
+}
+export interface PostgresExecuteResponse {
+  status: 'ok';
+  result: JsonObject[];
+}
+
+/** POST /api/runtime/register, /api/runtime/heartbeat; GET /api/runtime. */
+export interface RuntimeRegisterRequest {
+  kind: 'server' | 'worker';
+  name: string;
+  info?: JsonObject;
+}
+export interface RuntimeHeartbeatRequest {
+  kind: 'server' | 'worker';
+  name: string;
+}
+export interface RuntimeEntry {
+  kind: 'server' | 'worker';
+  name: string;
+  info?: JsonObject;
+  registered_at: string;
+  last_heartbeat: string;
+}
+export interface RuntimeList {
+  runtimes: RuntimeEntry[];
+  count: number;
+}
+export interface StatusOk {
+  status: 'ok';
+}

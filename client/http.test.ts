@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApiError, PlayflowClient, encodeCatalogPath } from './http.js';
+
+// A local HTTP server that records requests and answers what the test sets; the real server's
+// behaviour is covered by test/server/*.
+interface Seen { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }
+let seen: Seen[] = [];
+let answer: { status: number; body: string; type?: string } = { status: 200, body: '{}' };
+let server: http.Server;
+let baseUrl: string;
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      res.writeHead(answer.status, { 'content-type': answer.type ?? 'application/json' });
+      res.end(answer.body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+});
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+function reply(status: number, body: unknown) {
+  seen = [];
+  answer = { status, body: typeof body === 'string' ? body : JSON.stringify(body) };
+}
+
+describe('PlayflowClient', () => {
+  it('sends the bearer token, JSON bodies and string ids', async () => {
+    reply(201, { execution_id: '9007199254740993', status: 'started', path: 'a/b', version: 1, commands: 1 });
+    const c = new PlayflowClient({ baseUrl, token: 'sekrit' });
+    const res = await c.run({ path: 'a/b', payload: { x: 1 }, parent_execution_id: 12345678901234567n as unknown as number });
+    expect(res.execution_id).toBe('9007199254740993');
+    expect(seen[0].method).toBe('POST');
+    expect(seen[0].url).toBe('/api/run/playbook');
+    expect(seen[0].headers.authorization).toBe('Bearer sekrit');
+    expect(JSON.parse(seen[0].body)).toEqual({ path: 'a/b', payload: { x: 1 }, parent_execution_id: '12345678901234567' });
+  });
+
+  it('keeps slashes of catalog paths and encodes segments', async () => {
+    reply(200, { catalog_id: '1' });
+    const c = new PlayflowClient({ baseUrl });
+    await c.getPlaybook('examples/my flow', 3);
+    expect(seen[0].url).toBe('/api/catalog/playbook/examples/my%20flow?version=3');
+    expect(seen[0].headers.authorization).toBeUndefined();
+    expect(encodeCatalogPath('/a/b')).toBe('a/b');
+  });
+
+  it('sends one event bare and several as a batch', async () => {
+    const c = new PlayflowClient({ baseUrl });
+    reply(200, { status: 'ok', accepted: 1, duplicates: 0, commands: 0 });
+    await c.sendEvents({ execution_id: 5, step: 's', name: 'call.done', payload: {}, queue_id: 7 });
+    expect(JSON.parse(seen[0].body)).toEqual({ execution_id: '5', step: 's', name: 'call.done', payload: {}, queue_id: '7' });
+    reply(200, { status: 'ok', accepted: 2, duplicates: 0, commands: 0 });
+    await c.sendEvents([
+      { execution_id: '5', step: 's', name: 'a', payload: {} },
+      { execution_id: '5', step: 's', name: 'b', payload: {} },
+    ]);
+    expect(JSON.parse(seen[0].body).events).toHaveLength(2);
+  });
+
+  it('turns error envelopes into ApiError', async () => {
+    reply(422, { error: { code: 'playbook_invalid', message: 'bad', details: [{ path: 'workflow', message: 'x', severity: 'error' }] } });
+    const c = new PlayflowClient({ baseUrl });
+    const err = await c.registerPlaybook('x').catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ status: 422, code: 'playbook_invalid', message: 'bad' });
+    expect(err.details).toHaveLength(1);
+  });
+
+  it('keeps non-envelope errors readable', async () => {
+    reply(502, 'Bad Gateway');
+    const err = await new PlayflowClient({ baseUrl }).queueStats().catch((e) => e);
+    expect(err).toMatchObject({ status: 502, code: 'http_502' });
+    expect(err.message).toContain('Bad Gateway');
+  });
+
+  it('answers /health even when degraded (503)', async () => {
+    reply(503, { status: 'degraded', version: '0', uptime_seconds: 1, checks: {} });
+    const h = await new PlayflowClient({ baseUrl }).health();
+    expect(h.status).toBe('degraded');
+  });
+
+  it('reports an unreachable server as status 0', async () => {
+    const err = await new PlayflowClient({ baseUrl: 'http://127.0.0.1:1' }).health().catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.status).toBe(0);
+    expect(err.code).toBe('unreachable');
+    expect(err.unreachable).toBe(true);
+  });
+});
