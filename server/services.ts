@@ -111,6 +111,15 @@ export interface ServerDeps {
   runtime: RuntimeService;
   /** Base URL workers use to reach this server (goes into notifications). */
   serverUrl: string;
+  /** Probe for /health (added by the HTTP layer; a `Broker` from server/broker satisfies it). Absent: reported `skipped`. */
+  broker?: BrokerProbe;
+}
+
+/** What /health needs of the broker. */
+export interface BrokerProbe {
+  readonly kind?: string;
+  /** true when the broker answers. */
+  ping(): Promise<boolean>;
 }
 
 /**
