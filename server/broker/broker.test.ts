@@ -1,0 +1,183 @@
+/**
+ * One suite, two brokers: the in-process broker must behave like JetStream (real NATS, unique
+ * stream/subject/consumer names per run).
+ */
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
+import { JetStreamBroker, MemoryBroker, type Broker, type BrokerLogger, type BrokerSettings } from './index.js';
+
+const created: Array<{ stream: string }> = [];
+
+afterAll(async () => {
+  const nc = await connect({ servers: BROKER_URL });
+  const jsm = await jetstreamManager(nc);
+  for (const c of created) await jsm.streams.delete(c.stream).catch(() => {});
+  await nc.close();
+});
+
+const makers: Array<[string, (s?: Partial<BrokerSettings>, logger?: BrokerLogger) => Broker]> = [
+  ['memory', (s, logger) => new MemoryBroker({ ...uniqueBrokerNames('M'), ...s }, logger)],
+  ['jetstream', (s, logger) => {
+    const names = { ...uniqueBrokerNames('J'), ...s };
+    created.push(names);
+    return new JetStreamBroker({ url: BROKER_URL, ...names, logger });
+  }],
+];
+
+const note = (i: number) => ({ execution_id: '1', queue_id: String(i), step: 's', server_url: 'http://x' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.each(makers)('%s broker', (_kind, make) => {
+  const open: Broker[] = [];
+  const fresh = async (s?: Partial<BrokerSettings>, logger?: BrokerLogger) => {
+    const b = make(s, logger);
+    open.push(b);
+    await b.ensure();
+    return b;
+  };
+  afterEach(async () => {
+    for (const b of open.splice(0)) await b.close();
+  });
+
+  it('delivers what was published, once when acked', async () => {
+    const b = await fresh();
+    await b.publish(note(1));
+    await b.publish(note(2));
+    const got = await b.fetch({ max: 5, expiresMs: 1000 });
+    expect(got.map((m) => m.data.queue_id)).toEqual(['1', '2']);
+    expect(got[0].data).toEqual(note(1));
+    expect(got[0].info).toMatchObject({ deliveryCount: 1, redeliveryCount: 0, redelivered: false });
+    got.forEach((m) => m.ack());
+    expect(await b.fetch({ max: 5, expiresMs: 1000 })).toEqual([]);
+  });
+
+  it('redelivers after nak until max deliveries, then stops', async () => {
+    const b = await fresh({ maxDeliver: 3 });
+    await b.publish(note(7));
+    const counts: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const [m] = await b.fetch({ max: 1, expiresMs: 1500 });
+      if (!m) break;
+      counts.push(m.info.deliveryCount);
+      m.nak();
+    }
+    expect(counts).toEqual([1, 2, 3]);
+  });
+
+  it('honours a nak delay', async () => {
+    const b = await fresh();
+    await b.publish(note(3));
+    const [m] = await b.fetch({ max: 1 });
+    const t0 = Date.now();
+    m.nak(1200);
+    const [again] = await b.fetch({ max: 1, expiresMs: 4000 });
+    expect(again.data.queue_id).toBe('3');
+    expect(again.info.redelivered).toBe(true);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
+    again.ack();
+  });
+
+  it('redelivers a message not acked within ack wait; working() extends it', async () => {
+    const b = await fresh({ ackWaitMs: 1500 });
+    await b.publish(note(4));
+    await b.publish(note(5));
+    const got = await b.fetch({ max: 2 });
+    expect(got).toHaveLength(2);
+    const [keep, forget] = got[0].data.queue_id === '4' ? got : [got[1], got[0]];
+    // keep one alive beyond ack wait with working(), let the other lapse
+    const beat = setInterval(() => keep.working(), 500);
+    try {
+      await sleep(2200);
+      const redelivered = await b.fetch({ max: 2, expiresMs: 1500 });
+      expect(redelivered.map((m) => m.data.queue_id)).toEqual([forget.data.queue_id]);
+      expect(redelivered[0].info.deliveryCount).toBe(2);
+      redelivered[0].ack();
+    } finally {
+      clearInterval(beat);
+    }
+    keep.ack();
+  });
+
+  it('consume(): handlers share the work, a throwing handler gets the message again', async () => {
+    const b = await fresh();
+    const seen: string[] = [];
+    let failedOnce = false;
+    const h = b.consume(async (m) => {
+      if (m.data.queue_id === '12' && !failedOnce) {
+        failedOnce = true;
+        throw new Error('tool crashed');
+      }
+      seen.push(`${m.data.queue_id}#${m.info.deliveryCount}`);
+    }, { concurrency: 3, onError: () => {} });
+    for (let i = 10; i < 15; i++) await b.publish(note(i));
+    const deadline = Date.now() + 10_000;
+    while (seen.length < 5 && Date.now() < deadline) await sleep(50);
+    await h.stop();
+    expect(seen.sort()).toEqual(['10#1', '11#1', '12#2', '13#1', '14#1']);
+    expect(await b.fetch({ max: 5, expiresMs: 1000 })).toEqual([]);
+  });
+
+  it('competing fetchers never get the same message', async () => {
+    const b = await fresh();
+    for (let i = 20; i < 30; i++) await b.publish(note(i));
+    const [a, c] = await Promise.all([b.fetch({ max: 5 }), b.fetch({ max: 5 })]);
+    const ids = [...a, ...c].map((m) => m.data.queue_id);
+    expect(new Set(ids).size).toBe(ids.length);
+    [...a, ...c].forEach((m) => m.ack());
+    const rest = await b.fetch({ max: 10, expiresMs: 1000 });
+    rest.forEach((m) => m.ack());
+    expect(new Set([...ids, ...rest.map((m) => m.data.queue_id)]).size).toBe(10);
+  });
+
+  it('ensure() is idempotent', async () => {
+    const b = await fresh();
+    await b.ensure();
+    await b.ensure();
+    await b.publish(note(40));
+    const [m] = await b.fetch();
+    m.ack();
+    expect(m.data.queue_id).toBe('40');
+  });
+});
+
+describe('jetstream configuration', () => {
+  it('updates a consumer whose configuration differs, with a warning', async () => {
+    const names = uniqueBrokerNames('C');
+    created.push(names);
+    const first = new JetStreamBroker({ url: BROKER_URL, ...names, maxDeliver: 5, ackWaitMs: 10_000 });
+    await first.ensure();
+    await first.close();
+    const warnings: string[] = [];
+    const logger = { info() {}, error() {}, warn: (_o: object, msg?: string) => warnings.push(msg ?? '') };
+    const second = new JetStreamBroker({ url: BROKER_URL, ...names, logger });
+    await second.ensure();
+    await second.close();
+    expect(warnings.some((w) => w.includes('consumer configuration differs'))).toBe(true);
+    const nc = await connect({ servers: BROKER_URL });
+    const jsm = await jetstreamManager(nc);
+    const ci = await jsm.consumers.info(names.stream, names.consumer);
+    const si = await jsm.streams.info(names.stream);
+    await nc.close();
+    expect(ci.config.max_deliver).toBe(3);
+    expect(ci.config.ack_wait).toBe(30_000 * 1_000_000);
+    expect(ci.config.ack_policy).toBe('explicit');
+    expect(si.config.storage).toBe('file');
+    expect(si.config.max_age).toBe(3600 * 1e9);
+    // same config again: nothing to say
+    warnings.length = 0;
+    const third = new JetStreamBroker({ url: BROKER_URL, ...names, logger });
+    await third.ensure();
+    await third.close();
+    expect(warnings).toEqual([]);
+  });
+
+  it('publish fails quickly (no throw at construction) when NATS is unreachable', async () => {
+    const b = new JetStreamBroker({ url: 'nats://127.0.0.1:1', ...uniqueBrokerNames('D'), timeoutMs: 500 });
+    await expect(b.publish(note(1))).rejects.toThrow();
+    await expect(b.publish(note(1))).rejects.toThrow(); // within backoff: fails without a new attempt
+    expect(await b.ping()).toBe(false);
+    await b.close();
+  });
+});

@@ -1,0 +1,198 @@
+/**
+ * Command notifications (spec "Command notifications on the broker", DESIGN.md §3). A notification
+ * only says "queue row N of execution E is ready"; the worker claims the row from the server, so a
+ * lost, late or duplicated notification never loses or duplicates work (the sweeper republishes).
+ *
+ * Two implementations with the same semantics: JetStream (production) and in-process (`playflow
+ * dev`, unit tests). Consumer semantics, both: one shared durable work queue (every consumer of a
+ * broker competes for messages); explicit ack; `nak(delay)` redelivers after the delay; a message
+ * not acked within ackWait is redelivered; after maxDeliver deliveries it is dropped; `working()`
+ * restarts the ack-wait clock.
+ */
+import type { CommandNotification } from '../../client/protocol.js';
+
+export interface BrokerNames {
+  /** Default `FLOW_COMMANDS`. */
+  stream: string;
+  /** Default `flow.commands`. */
+  subject: string;
+  /** Durable pull consumer, default `worker-pool`. */
+  consumer: string;
+}
+
+export interface BrokerSettings extends BrokerNames {
+  /** Stream retention, default 3600 s. */
+  maxAgeMs: number;
+  /** Default 30 s. */
+  ackWaitMs: number;
+  /** Default 3. */
+  maxDeliver: number;
+}
+
+export const DEFAULT_BROKER_SETTINGS: BrokerSettings = {
+  stream: 'FLOW_COMMANDS',
+  subject: 'flow.commands',
+  consumer: 'worker-pool',
+  maxAgeMs: 3_600_000,
+  ackWaitMs: 30_000,
+  maxDeliver: 3,
+};
+
+export interface BrokerMessage {
+  readonly data: CommandNotification;
+  readonly info: {
+    /** 1 on the first delivery. */
+    deliveryCount: number;
+    /** deliveryCount - 1. */
+    redeliveryCount: number;
+    redelivered: boolean;
+  };
+  ack(): void;
+  /** Negative acknowledgement: redeliver (after delayMs when given) unless maxDeliver is reached. */
+  nak(delayMs?: number): void;
+  /** In progress: restart the ack-wait clock. */
+  working(): void;
+  /** Never redeliver this message. */
+  term(): void;
+}
+
+export interface FetchOptions {
+  /** Largest batch, default 1. */
+  max?: number;
+  /** How long to wait for the first message, default 1000 ms. */
+  expiresMs?: number;
+}
+
+export interface ConsumeOptions {
+  /** Messages handled at once, default 1. */
+  concurrency?: number;
+  /** Called when the handler throws (the message is then nak'ed). */
+  onError?: (err: unknown, msg: BrokerMessage) => void;
+}
+
+export interface ConsumerHandle {
+  /** Stops pulling; waits for handlers in flight. */
+  stop(): Promise<void>;
+  /** Resolves when the loop has ended (after stop, or when the broker closes). */
+  readonly closed: Promise<void>;
+}
+
+export type MessageHandler = (msg: BrokerMessage) => Promise<void>;
+
+export interface Broker {
+  readonly kind: 'jetstream' | 'memory';
+  readonly settings: BrokerSettings;
+  /** Creates the stream and the durable consumer when missing (and reconciles their config). */
+  ensure(): Promise<void>;
+  /** Resolves once the broker stored the message; rejects when it could not. */
+  publish(n: CommandNotification): Promise<void>;
+  /** Pulls up to `max` messages, waiting up to `expiresMs` for them. */
+  fetch(opts?: FetchOptions): Promise<BrokerMessage[]>;
+  /**
+   * Runs `handler` for each message until stopped. A message the handler leaves unsettled is
+   * acked when the handler resolves and nak'ed when it throws.
+   */
+  consume(handler: MessageHandler, opts?: ConsumeOptions): ConsumerHandle;
+  /** Liveness probe for /health. */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface BrokerLogger {
+  debug?(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export const silentLogger: BrokerLogger = { info() {}, warn() {}, error() {}, debug() {} };
+
+/** Wraps a raw message so that settling twice is a no-op and the consume loop knows it settled. */
+export function settleOnce<M extends BrokerMessage>(m: M): M & { settled(): boolean } {
+  let settled = false;
+  const once = <A extends unknown[]>(f: (...a: A) => void) => (...a: A) => {
+    if (settled) return;
+    settled = true;
+    f(...a);
+  };
+  return {
+    data: m.data,
+    info: m.info,
+    ack: once(() => m.ack()),
+    nak: once((d?: number) => m.nak(d)),
+    term: once(() => m.term()),
+    working: () => {
+      if (!settled) m.working();
+    },
+    settled: () => settled,
+  } as M & { settled(): boolean };
+}
+
+/**
+ * The consume loop on top of `fetch`, shared by both implementations: pulls while a handler slot
+ * is free, acks/naks what the handler left unsettled.
+ */
+export function consumeWithFetch(
+  fetch: (opts: FetchOptions) => Promise<BrokerMessage[]>,
+  handler: MessageHandler,
+  opts: ConsumeOptions & { isClosed: () => boolean; onFetchError?: (err: unknown) => void },
+): ConsumerHandle {
+  const concurrency = Math.max(1, opts.concurrency ?? 1);
+  let stopping = false;
+  const inFlight = new Set<Promise<void>>();
+  let wake: (() => void) | null = null;
+
+  const run = async (raw: BrokerMessage) => {
+    const m = settleOnce(raw);
+    try {
+      await handler(m);
+      m.ack();
+    } catch (err) {
+      opts.onError?.(err, m);
+      m.nak();
+    }
+  };
+
+  const loop = async () => {
+    while (!stopping && !opts.isClosed()) {
+      if (inFlight.size >= concurrency) {
+        await new Promise<void>((r) => (wake = r));
+        continue;
+      }
+      let batch: BrokerMessage[];
+      try {
+        batch = await fetch({ max: concurrency - inFlight.size, expiresMs: 1000 });
+      } catch (err) {
+        if (stopping || opts.isClosed()) break;
+        opts.onFetchError?.(err);
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      for (const raw of batch) {
+        if (stopping) {
+          raw.nak();
+          continue;
+        }
+        const p = run(raw).finally(() => {
+          inFlight.delete(p);
+          const w = wake;
+          wake = null;
+          w?.();
+        });
+        inFlight.add(p);
+      }
+    }
+    await Promise.allSettled([...inFlight]);
+  };
+  const closed = loop();
+  return {
+    closed,
+    async stop() {
+      stopping = true;
+      const w = wake;
+      wake = null;
+      w?.();
+      await closed;
+    },
+  };
+}

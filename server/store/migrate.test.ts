@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
+import { createDb, type ClosableDb } from '../db.js';
+import { loadMigrations, migrate } from './migrate.js';
+
+let tdb: TestDatabase;
+const dbs: ClosableDb[] = [];
+beforeAll(async () => {
+  tdb = await createTestDatabase('pf_migrate');
+});
+afterAll(async () => {
+  for (const d of dbs) await d.close();
+  await tdb.drop();
+});
+const open = () => {
+  const d = createDb(tdb.url, { max: 3 });
+  dbs.push(d);
+  return d;
+};
+
+describe('migrations', () => {
+  it('are sorted by number', async () => {
+    const files = await loadMigrations();
+    expect(files[0].file).toBe('001_core.sql');
+    expect(files.map((f) => f.number)).toEqual([...files.map((f) => f.number)].sort((a, b) => a - b));
+  });
+
+  it('apply once when several replicas start at the same time, and are idempotent', async () => {
+    const replicas = [open(), open(), open(), open()];
+    const results = await Promise.all(replicas.map((d) => migrate(d.pool)));
+    const all = results.flat();
+    const expected = (await loadMigrations()).map((f) => f.name);
+    expect(all.sort()).toEqual([...expected].sort()); // each file applied by exactly one replica
+    expect(await migrate(replicas[0].pool)).toEqual([]);
+    const { rows } = await replicas[0].pool.query('SELECT number FROM schema_migrations ORDER BY number');
+    expect(rows.map((r) => r.number)).toEqual((await loadMigrations()).map((f) => f.number));
+    const t = await replicas[0].pool.query(`SELECT count(*) AS n FROM information_schema.tables WHERE table_name IN ('catalog','execution','event','execution_state','queue','runtime')`);
+    expect(t.rows[0].n).toBe('6'); // int8 comes back as a string
+  });
+
+  it('run each file in its own transaction: a failing file leaves nothing behind, earlier files stay', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'pfmig-'));
+    await writeFile(path.join(dir, '001_a.sql'), 'CREATE TABLE mig_a (x int);');
+    await writeFile(path.join(dir, '002_b.sql'), 'CREATE TABLE mig_b (x int); SELECT no_such_function();');
+    const tdb2 = await createTestDatabase('pf_migrate_fail');
+    const d = createDb(tdb2.url, { max: 1 });
+    try {
+      await expect(migrate(d.pool, { dir })).rejects.toThrow(/002_b.sql/);
+      const { rows } = await d.pool.query(`SELECT to_regclass('mig_a') AS a, to_regclass('mig_b') AS b`);
+      expect(rows[0]).toEqual({ a: 'mig_a', b: null });
+      await writeFile(path.join(dir, '002_b.sql'), 'CREATE TABLE mig_b (x int);');
+      expect(await migrate(d.pool, { dir })).toEqual(['002_b']);
+    } finally {
+      await d.close();
+      await tdb2.drop();
+    }
+  });
+
+  it('ids travel as strings', async () => {
+    const d = open();
+    const { rows } = await d.pool.query(`SELECT 9007199254740993::bigint AS big`);
+    expect(rows[0].big).toBe('9007199254740993');
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * SQL of the command queue. Status machine of a row:
+ *   queued → leased (claim) → done | failed (call.done recorded)
+ *   leased → queued (lease expired, attempts < max_deliveries) | failed (lease expired, exhausted)
+ *   queued | leased → cancelled (the execution became terminal)
+ * A `playbook` command whose child execution was started stays `leased` with worker_id
+ * `execution:<child id>` and lease_until `infinity` until the child's result arrives.
+ */
+import type { Command } from '../engine/contract.js';
+import type { QueueStats } from '../../client/protocol.js';
+import type { Queryable } from './sql.js';
+
+export type QueueStatus = 'queued' | 'leased' | 'done' | 'failed' | 'cancelled';
+
+export interface QueueRow {
+  queue_id: string;
+  execution_id: string;
+  command_id: number;
+  step: string;
+  command: Command;
+  status: QueueStatus;
+  attempts: number;
+  max_deliveries: number;
+  available_at: Date;
+  lease_until: Date | null;
+  worker_id: string | null;
+  heartbeat_at: Date | null;
+  published_at: Date | null;
+  created_at: Date;
+  finished_at: Date | null;
+}
+
+export interface InsertedCommand {
+  queue_id: string;
+  execution_id: string;
+  step: string;
+  command_id: number;
+  /** available_at <= now at insertion: publish right after commit; later ones wait for the sweeper. */
+  due: boolean;
+}
+
+/** One row per command; a command already queued (same execution_id + command_id) is skipped. */
+export async function insertCommands(q: Queryable, executionId: string, commands: Command[], nowMs: number): Promise<InsertedCommand[]> {
+  if (commands.length === 0) return [];
+  const { rows } = await q.query<{ queue_id: string; step: string; command_id: number; due: boolean }>(
+    `INSERT INTO queue (execution_id, command_id, step, command, max_deliveries, available_at)
+     SELECT $1, c.command_id, c.step, c.cmd, GREATEST(COALESCE(c.max_deliveries, 3), 1),
+            now() + make_interval(secs => c.delay_ms / 1000.0)
+       FROM jsonb_to_recordset($2::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision)
+     ON CONFLICT (execution_id, command_id) DO NOTHING
+     RETURNING queue_id, step, command_id, available_at <= now() AS due`,
+    [executionId, JSON.stringify(commands.map((c) => ({ command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
+      // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
+      delay_ms: Math.max(0, (c.available_at ?? nowMs) - nowMs) })))],
+  );
+  return rows.map((r) => ({ ...r, execution_id: executionId }));
+}
+
+export async function get(q: Queryable, queueId: string): Promise<QueueRow | null> {
+  const { rows } = await q.query<QueueRow>('SELECT * FROM queue WHERE queue_id = $1', [queueId]);
+  return rows[0] ?? null;
+}
+
+export async function getByCommand(q: Queryable, executionId: string, commandId: number): Promise<QueueRow | null> {
+  const { rows } = await q.query<QueueRow>('SELECT * FROM queue WHERE execution_id = $1 AND command_id = $2', [executionId, commandId]);
+  return rows[0] ?? null;
+}
+
+/** The atomic claim: only a queued, due row; returns null when nothing matched. */
+export async function claim(q: Queryable, queueId: string, workerId: string, leaseSeconds: number): Promise<QueueRow | null> {
+  const { rows } = await q.query<QueueRow>(
+    `UPDATE queue SET status = 'leased', attempts = attempts + 1, worker_id = $2,
+            lease_until = now() + make_interval(secs => $3), heartbeat_at = now()
+      WHERE queue_id = $1 AND status = 'queued' AND available_at <= now()
+      RETURNING *`, [queueId, workerId, leaseSeconds]);
+  return rows[0] ?? null;
+}
+
+export async function heartbeat(q: Queryable, queueId: string, workerId: string, leaseSeconds: number): Promise<Date | null> {
+  const { rows } = await q.query<{ lease_until: Date }>(
+    `UPDATE queue SET lease_until = now() + make_interval(secs => $3), heartbeat_at = now()
+      WHERE queue_id = $1 AND status = 'leased' AND worker_id = $2 RETURNING lease_until`, [queueId, workerId, leaseSeconds]);
+  return rows[0]?.lease_until ?? null;
+}
+
+/** Marks an open row finished (a call.done was recorded for it). */
+export async function finish(q: Queryable, executionId: string, commandId: number, status: 'done' | 'failed'): Promise<void> {
+  await q.query(
+    `UPDATE queue SET status = $3, finished_at = now(), lease_until = NULL
+      WHERE execution_id = $1 AND command_id = $2 AND status IN ('queued', 'leased')`, [executionId, commandId, status]);
+}
+
+export async function cancelOpen(q: Queryable, executionId: string): Promise<number> {
+  const { rowCount } = await q.query(
+    `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
+      WHERE execution_id = $1 AND status IN ('queued', 'leased')`, [executionId]);
+  return rowCount ?? 0;
+}
+
+/** The row of a `playbook` command is held by its child execution until the child ends. */
+export async function holdForChild(q: Queryable, queueId: string, childExecutionId: string): Promise<boolean> {
+  const { rowCount } = await q.query(
+    `UPDATE queue SET status = 'leased', worker_id = $2, lease_until = 'infinity', heartbeat_at = now(),
+            attempts = CASE WHEN status = 'queued' THEN attempts + 1 ELSE attempts END
+      WHERE queue_id = $1 AND status IN ('queued', 'leased')`, [queueId, `execution:${childExecutionId}`]);
+  return (rowCount ?? 0) > 0;
+}
+
+/** Back to queued after an expired lease (the caller holds the execution lock and re-checked). */
+export async function requeue(q: Queryable, queueId: string): Promise<void> {
+  await q.query(
+    `UPDATE queue SET status = 'queued', worker_id = NULL, lease_until = NULL, published_at = NULL, available_at = now()
+      WHERE queue_id = $1`, [queueId]);
+}
+
+export async function markPublished(q: Queryable, queueIds: string[]): Promise<void> {
+  if (queueIds.length === 0) return;
+  await q.query('UPDATE queue SET published_at = now() WHERE queue_id = ANY($1::bigint[])', [queueIds]);
+}
+
+/** Leased rows whose lease ended (candidates; re-checked under the execution lock). */
+export async function expiredLeases(q: Queryable, limit: number): Promise<Array<{ queue_id: string; execution_id: string }>> {
+  const { rows } = await q.query<{ queue_id: string; execution_id: string }>(
+    `SELECT queue_id, execution_id FROM queue WHERE status = 'leased' AND lease_until < now()
+      ORDER BY lease_until LIMIT $1`, [limit]);
+  return rows;
+}
+
+export async function stats(q: Queryable): Promise<QueueStats> {
+  const { rows } = await q.query<{ queued: string; leased: string; delayed: string; oldest: number | null }>(
+    `SELECT count(*) FILTER (WHERE status = 'queued' AND available_at <= now()) AS queued,
+            count(*) FILTER (WHERE status = 'leased') AS leased,
+            count(*) FILTER (WHERE status = 'queued' AND available_at > now()) AS delayed,
+            EXTRACT(EPOCH FROM now() - min(available_at) FILTER (WHERE status = 'queued' AND available_at <= now()))::float8 AS oldest
+       FROM queue WHERE status IN ('queued', 'leased')`);
+  const r = rows[0];
+  return { queued: Number(r.queued), leased: Number(r.leased), delayed: Number(r.delayed), oldest_age_seconds: Math.max(0, Math.round((r.oldest ?? 0) * 1000) / 1000) };
+}

@@ -1,0 +1,24 @@
+/** SQL of runtime registrations (servers and workers) and their heartbeats. */
+import type { JsonObject } from '../../playbook/types.js';
+import type { RuntimeRegistration } from '../services.js';
+import { iso, type Queryable } from './sql.js';
+
+export async function register(q: Queryable, reg: RuntimeRegistration): Promise<void> {
+  await q.query(
+    `INSERT INTO runtime (kind, name, info) VALUES ($1, $2, $3)
+     ON CONFLICT (kind, name) DO UPDATE SET info = EXCLUDED.info, registered_at = now(), last_heartbeat = now()`,
+    [reg.kind, reg.name, JSON.stringify(reg.info ?? {})]);
+}
+
+/** A heartbeat of an unknown runtime registers it (a restarted database must not lose workers). */
+export async function heartbeat(q: Queryable, kind: RuntimeRegistration['kind'], name: string): Promise<void> {
+  await q.query(
+    `INSERT INTO runtime (kind, name) VALUES ($1, $2)
+     ON CONFLICT (kind, name) DO UPDATE SET last_heartbeat = now()`, [kind, name]);
+}
+
+export async function list(q: Queryable): Promise<Array<RuntimeRegistration & { last_heartbeat: string; registered_at: string }>> {
+  const { rows } = await q.query<{ kind: 'server' | 'worker'; name: string; info: JsonObject; registered_at: Date; last_heartbeat: Date }>(
+    'SELECT kind, name, info, registered_at, last_heartbeat FROM runtime ORDER BY kind, name');
+  return rows.map((r) => ({ kind: r.kind, name: r.name, info: r.info, registered_at: iso(r.registered_at)!, last_heartbeat: iso(r.last_heartbeat)! }));
+}

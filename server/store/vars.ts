@@ -1,0 +1,67 @@
+/**
+ * SQL for the `vars` table (migration 102): primary key (execution_id, var_name); writes upsert,
+ * preserve created_at and refresh accessed_at.
+ */
+import type { Queryable } from './credentials.js';
+
+export type VarType = 'user_defined' | 'step_result' | 'computed' | 'iterator_state';
+
+export interface VarRow {
+  execution_id: string;
+  var_name: string;
+  var_type: VarType;
+  var_value: unknown;
+  source_step: string | null;
+  access_count: number;
+  created_at: Date;
+  accessed_at: Date;
+}
+
+const COLS = 'execution_id::text AS execution_id, var_name, var_type, var_value, source_step, access_count, created_at, accessed_at';
+
+/** Upserts every variable in one statement; returns the names written, in input order. */
+export async function upsertVars(
+  db: Queryable,
+  executionId: string,
+  variables: Record<string, unknown>,
+  varType: VarType,
+  sourceStep: string | null,
+): Promise<string[]> {
+  const names = Object.keys(variables);
+  if (names.length === 0) return [];
+  const values = names.map((n) => JSON.stringify(variables[n] === undefined ? null : variables[n]));
+  await db.query(
+    `INSERT INTO vars (execution_id, var_name, var_type, var_value, source_step)
+     SELECT $1, n, $2, v::jsonb, $3 FROM unnest($4::text[], $5::text[]) AS t(n, v)
+     ON CONFLICT (execution_id, var_name) DO UPDATE SET
+       var_type = EXCLUDED.var_type, var_value = EXCLUDED.var_value, source_step = EXCLUDED.source_step, accessed_at = now()`,
+    [executionId, varType, sourceStep, names, values],
+  );
+  return names;
+}
+
+/** All variables of an execution; does not touch access tracking. */
+export async function listVars(db: Queryable, executionId: string): Promise<VarRow[]> {
+  const { rows } = await db.query<VarRow>(`SELECT ${COLS} FROM vars WHERE execution_id = $1 ORDER BY var_name`, [executionId]);
+  return rows;
+}
+
+/** One variable; counts the access (access_count + 1, accessed_at now). */
+export async function readVar(db: Queryable, executionId: string, varName: string): Promise<VarRow | null> {
+  const { rows } = await db.query<VarRow>(
+    `UPDATE vars SET access_count = access_count + 1, accessed_at = now()
+     WHERE execution_id = $1 AND var_name = $2 RETURNING ${COLS}`,
+    [executionId, varName],
+  );
+  return rows[0] ?? null;
+}
+
+export async function deleteVar(db: Queryable, executionId: string, varName: string): Promise<boolean> {
+  const r = await db.query('DELETE FROM vars WHERE execution_id = $1 AND var_name = $2', [executionId, varName]);
+  return (r.rowCount ?? 0) > 0;
+}
+
+export async function deleteVarsOfExecution(db: Queryable, executionId: string): Promise<number> {
+  const r = await db.query('DELETE FROM vars WHERE execution_id = $1', [executionId]);
+  return r.rowCount ?? 0;
+}
