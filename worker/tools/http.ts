@@ -1,0 +1,250 @@
+/**
+ * `http` tool (undici). Fields (spec Tool table + legacy http.* operations):
+ *   method (GET, POST, PUT, PATCH, DELETE, HEAD; legacy `operation: get|post|…` sets it),
+ *   endpoint (`url` synonym), params (query; arrays repeat the key, null drops it), headers,
+ *   body — requests-library semantics: `data` object → application/x-www-form-urlencoded,
+ *   `data` string → raw body as given; otherwise `json` → JSON; otherwise `payload` → JSON body
+ *   (for GET/HEAD/DELETE `payload` is sent as query parameters instead),
+ *   timeout (seconds, default 30), verify (default true; false accepts any TLS certificate),
+ *   auth (bearer → `Authorization: Bearer`, basic → `Authorization: Basic`, api_key → header
+ *   `X-API-Key` or `header`/`header_name` of the credential or auth object, or query parameter
+ *   when `in: query`). Explicit headers win over auth.
+ *
+ * Response: `{id, status, data, headers}`; data is parsed JSON when the content type is JSON
+ * (…/json, …+json), else text (null for HEAD or an empty body). A non-2xx is an error outcome
+ * `{message, status, code: 'http_error', data: <body>}`; a timeout is `code: 'timeout'`, a
+ * connection/TLS/DNS failure `code: 'network'` (no status).
+ */
+import { randomUUID } from 'node:crypto';
+import { Agent, request, type Dispatcher } from 'undici';
+import type { Json, JsonObject, Tool } from '../../playbook/types.js';
+import { loadAuth, pick } from './auth-ref.js';
+import { isObject, str } from './json.js';
+import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
+export const DEFAULT_HTTP_TIMEOUT_S = 30;
+
+const agents = {
+  secure: new Agent({ keepAliveTimeout: 10_000, connections: 64 }),
+  insecure: new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { rejectUnauthorized: false } }),
+};
+
+export interface HttpCall {
+  method: string;
+  url: string;
+  params?: JsonObject | null;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  timeoutMs: number;
+  verify: boolean;
+  signal: AbortSignal;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Record<string, string>;
+  data: Json;
+}
+
+/** Adds query parameters to a URL (requests semantics: list → repeated key, null → dropped). */
+export function withParams(url: string, params: JsonObject | null | undefined): string {
+  if (!params || Object.keys(params).length === 0) return url;
+  const u = new URL(url);
+  for (const [k, v] of Object.entries(params)) {
+    if (v === null || v === undefined) continue;
+    if (Array.isArray(v)) for (const item of v) { if (item !== null) u.searchParams.append(k, str(item)!); }
+    else u.searchParams.append(k, str(v)!);
+  }
+  return u.toString();
+}
+
+export function formEncode(data: JsonObject): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(data)) {
+    if (v === null || v === undefined) continue;
+    if (Array.isArray(v)) for (const item of v) p.append(k, str(item) ?? '');
+    else p.append(k, str(v)!);
+  }
+  return p.toString();
+}
+
+function isJsonType(ct: string | undefined): boolean {
+  return !!ct && /(^|\/|\+)json(\s*;|$)/i.test(ct.split(',')[0].trim());
+}
+
+class HttpCallError extends Error {
+  constructor(message: string, readonly code: 'timeout' | 'network' | 'cancelled') {
+    super(message);
+  }
+}
+
+/** One HTTP exchange. Throws HttpCallError for timeouts and network faults; any status resolves. */
+export async function httpCall(call: HttpCall): Promise<HttpResult> {
+  const timeout = AbortSignal.timeout(call.timeoutMs);
+  const signal = AbortSignal.any([call.signal, timeout]);
+  let res: Dispatcher.ResponseData;
+  let text: string;
+  try {
+    res = await request(withParams(call.url, call.params), {
+      method: call.method as Dispatcher.HttpMethod,
+      headers: call.headers,
+      body: call.body,
+      signal,
+      dispatcher: call.verify ? agents.secure : agents.insecure,
+      headersTimeout: call.timeoutMs,
+      bodyTimeout: call.timeoutMs,
+    });
+    text = call.method === 'HEAD' ? '' : await res.body.text();
+  } catch (err) {
+    if (timeout.aborted) throw new HttpCallError(`request timed out after ${call.timeoutMs / 1000}s`, 'timeout');
+    if (call.signal.aborted) throw new HttpCallError('request cancelled', 'cancelled');
+    const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
+    if (e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT') throw new HttpCallError(`request timed out after ${call.timeoutMs / 1000}s`, 'timeout');
+    const detail = e.cause?.message ?? e.message;
+    const code = e.cause?.code ?? e.code;
+    throw new HttpCallError(`${call.method} ${call.url} failed: ${detail}${code && !detail.includes(code) ? ` (${code})` : ''}`, 'network');
+  }
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
+  let data: Json = text;
+  if (text === '') data = null;
+  else if (isJsonType(headers['content-type'])) {
+    try {
+      data = JSON.parse(text) as Json;
+    } catch {
+      data = text;
+    }
+  }
+  return { status: res.statusCode, headers, data };
+}
+
+/** Runs an HttpCall and shapes the outcome as the http tool's envelope. */
+export async function httpOutcome(call: HttpCall): Promise<ToolOutcome> {
+  const id = randomUUID();
+  try {
+    const r = await httpCall(call);
+    if (r.status >= 200 && r.status < 300) return ok({ id, status: r.status, data: r.data, headers: r.headers });
+    return fail(`HTTP ${r.status} from ${call.method} ${stripCredentials(call.url)}`, { status: r.status, code: 'http_error', data: r.data });
+  } catch (err) {
+    if (err instanceof HttpCallError) return fail(err.message, { code: err.code });
+    throw err;
+  }
+}
+
+function stripCredentials(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    u.search = '';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+export function timeoutMs(v: Json | undefined, defSeconds: number): number {
+  if (v === undefined || v === null || v === '') return defSeconds * 1000;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new ToolConfigError(`timeout must be a positive number of seconds, got ${JSON.stringify(v)}`);
+  return Math.round(n * 1000);
+}
+
+export function boolField(v: Json | undefined, def: boolean): boolean {
+  if (v === undefined || v === null) return def;
+  if (typeof v === 'string') return !['false', '0', 'no', 'off'].includes(v.toLowerCase());
+  return Boolean(v);
+}
+
+function headerMap(h: Json | undefined): Record<string, string> {
+  if (h === undefined || h === null) return {};
+  if (!isObject(h)) throw new ToolConfigError('headers must be an object');
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== null && v !== undefined) out[k] = str(v)!;
+  return out;
+}
+
+function hasHeader(h: Record<string, string>, name: string): boolean {
+  const n = name.toLowerCase();
+  return Object.keys(h).some((k) => k.toLowerCase() === n);
+}
+
+/** Applies resolved auth to headers (or params for api_key `in: query`). */
+export async function applyAuth(tool: Tool, ctx: ToolContext, headers: Record<string, string>, params: JsonObject): Promise<void> {
+  const auth = await loadAuth(tool.auth, ctx);
+  if (!auth) return;
+  const d = auth.data;
+  const opts = isObject(tool.auth) ? tool.auth : {};
+  let type = (auth.type ?? '').toLowerCase();
+  if (!type) type = pick(d, 'access_token', 'token') ? 'bearer' : pick(d, 'api_key') ? 'api_key' : pick(d, 'username', 'user') ? 'basic' : '';
+  if (type === 'bearer' || type === 'oauth2' || type === 'token' || type === 'oauth2_client_credentials') {
+    const token = pick(d, 'access_token', 'token', 'bearer_token');
+    if (token === undefined) throw new ToolConfigError(`auth of type ${type} has no access_token`);
+    if (!hasHeader(headers, 'authorization')) headers.Authorization = `Bearer ${str(token)}`;
+  } else if (type === 'basic') {
+    const user = str(pick(d, 'username', 'user', 'login')) ?? '';
+    const pass = str(pick(d, 'password', 'pass')) ?? '';
+    if (!hasHeader(headers, 'authorization')) headers.Authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+  } else if (type === 'api_key' || type === 'apikey') {
+    const key = pick(d, 'api_key', 'key', 'token');
+    if (key === undefined) throw new ToolConfigError('auth of type api_key has no api_key');
+    const where = str(pick(opts, 'in') ?? pick(d, 'in')) ?? 'header';
+    const name = str(pick(opts, 'header', 'header_name', 'param', 'name') ?? pick(d, 'header', 'header_name', 'param')) ?? (where === 'query' ? 'api_key' : 'X-API-Key');
+    if (where === 'query') params[name] = str(key)!;
+    else if (!hasHeader(headers, name)) headers[name] = `${str(pick(d, 'prefix')) ?? ''}${str(key)}`;
+  } else {
+    throw new ToolConfigError(`auth type '${auth.type ?? '(unknown)'}' is not usable by the http tool (bearer, basic, api_key)`);
+  }
+}
+
+export async function runHttp(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
+  const op = typeof tool.operation === 'string' ? tool.operation.replace(/^http\./i, '') : undefined;
+  const method = String(tool.method ?? op ?? 'GET').toUpperCase();
+  if (!(METHODS as readonly string[]).includes(method)) throw new ToolConfigError(`unsupported http method ${method}`);
+  const url = tool.endpoint ?? tool.url;
+  if (typeof url !== 'string' || !url) throw new ToolConfigError('http tool needs endpoint (or url)');
+  try {
+    new URL(url);
+  } catch {
+    throw new ToolConfigError(`http endpoint is not an absolute URL: ${url}`);
+  }
+  if (tool.params !== undefined && tool.params !== null && !isObject(tool.params)) throw new ToolConfigError('params must be an object');
+  const params: JsonObject = { ...((tool.params as JsonObject | undefined) ?? {}) };
+  const headers = headerMap(tool.headers);
+  let body: string | undefined;
+  const setType = (t: string) => {
+    if (!hasHeader(headers, 'content-type')) headers['Content-Type'] = t;
+  };
+  const noBody = method === 'GET' || method === 'HEAD' || method === 'DELETE';
+  if (tool.data !== undefined && tool.data !== null) {
+    if (typeof tool.data === 'string') body = tool.data;
+    else if (isObject(tool.data)) {
+      body = formEncode(tool.data);
+      setType('application/x-www-form-urlencoded');
+    } else {
+      body = JSON.stringify(tool.data);
+      setType('application/json');
+    }
+  } else if (tool.json !== undefined && tool.json !== null) {
+    body = JSON.stringify(tool.json);
+    setType('application/json');
+  } else if (tool.payload !== undefined && tool.payload !== null) {
+    if (noBody && isObject(tool.payload)) Object.assign(params, tool.payload);
+    else {
+      body = typeof tool.payload === 'string' ? tool.payload : JSON.stringify(tool.payload);
+      setType('application/json');
+    }
+  }
+  await applyAuth(tool, ctx, headers, params);
+  return httpOutcome({
+    method,
+    url,
+    params,
+    headers,
+    body,
+    timeoutMs: timeoutMs(tool.timeout, DEFAULT_HTTP_TIMEOUT_S),
+    verify: boolField(tool.verify ?? tool.verify_ssl, true),
+    signal: ctx.signal,
+  });
+}
