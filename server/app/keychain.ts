@@ -1,0 +1,157 @@
+/**
+ * Keychain endpoints (spec "Keychain"):
+ *   GET    /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type (default global)
+ *          → 200 with status success | expired | not_found (the body says which)
+ *   POST   /api/keychain/{catalog_id}/{keychain_name}   store/replace → {status, message, keychain_name, catalog_id, cache_key, expires_at, ttl_seconds, auto_renew}
+ *   DELETE /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type → {status: success | not_found, message, keychain_name, catalog_id} (200 either way)
+ *   GET    /api/keychain/catalog/{catalog_id}           → {status, catalog_id, entries: [...], count}
+ * Defaults when omitted on POST: scope_type global, cache_type `token` with auto_renew else
+ * `secret`, credential_type `secret`, ttl by scope (local 3600, global/shared 86400).
+ */
+import type { FastifyInstance } from 'fastify';
+import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
+import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
+
+const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]+$' }, { type: 'integer', minimum: 0 }] };
+const jsonObject = { type: 'object', additionalProperties: true };
+const params = {
+  type: 'object',
+  required: ['catalog_id', 'keychain_name'],
+  properties: { catalog_id: { type: 'string', pattern: '^[0-9]+$' }, keychain_name: { type: 'string', minLength: 1, maxLength: 255 } },
+};
+const scopeQuery = {
+  type: 'object',
+  properties: { execution_id: idSchema, scope_type: { type: 'string', enum: [...SCOPE_TYPES], default: 'global' } },
+};
+const renewConfig = {
+  type: 'object',
+  additionalProperties: true,
+  properties: {
+    endpoint: { type: 'string' }, method: { type: 'string' }, headers: jsonObject, data: {},
+    token_field: { type: 'string' }, ttl_field: { type: 'string' },
+  },
+};
+const errorBody = {
+  type: 'object',
+  properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } } },
+};
+
+export interface KeychainPluginOptions {
+  keychain?: KeychainService;
+}
+
+type P = { catalog_id: string; keychain_name: string };
+type Q = { execution_id?: string; scope_type?: string };
+
+export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions): Promise<void> {
+  const svc = opts.keychain;
+  if (!svc) return;
+  const tags = ['keychain'];
+
+  app.get<{ Params: { catalog_id: string } }>('/api/keychain/catalog/:catalog_id', {
+    schema: {
+      tags,
+      summary: 'Keychain entries of a playbook catalog entry (no token data)',
+      params: { type: 'object', properties: { catalog_id: { type: 'string', pattern: '^[0-9]+$' } } },
+      response: {
+        200: {
+          type: 'object',
+          properties: {
+            status: { type: 'string' },
+            catalog_id: { type: 'string' },
+            entries: {
+              type: 'array',
+              items: {
+                type: 'object',
+                properties: {
+                  keychain_name: { type: 'string' }, cache_key: { type: 'string' }, scope_type: { type: 'string' },
+                  credential_type: { type: 'string' }, expires_at: { type: 'string' }, auto_renew: { type: 'boolean' },
+                  access_count: { type: 'integer' },
+                },
+              },
+            },
+            count: { type: 'integer' },
+          },
+        },
+      },
+    },
+  }, async (req) => svc.listCatalog(req.params.catalog_id));
+
+  app.get<{ Params: P; Querystring: Q }>('/api/keychain/:catalog_id/:keychain_name', {
+    schema: {
+      tags,
+      summary: 'Read a keychain entry: status success (token_data), expired (renew_config when auto_renew) or not_found',
+      params,
+      querystring: scopeQuery,
+      response: {
+        200: {
+          type: 'object',
+          description: 'success: keychain_name, catalog_id, cache_key, token_data, credential_type, cache_type, scope_type, expires_at, ttl_seconds, accessed_at, access_count, auto_renew, expired=false; expired: keychain_name, catalog_id, cache_key, auto_renew, renew_config?, expired=true; not_found: keychain_name, catalog_id, cache_key',
+          properties: {
+            status: { type: 'string', enum: ['success', 'expired', 'not_found'] },
+            keychain_name: { type: 'string' }, catalog_id: { type: 'string' }, cache_key: { type: 'string' },
+            token_data: jsonObject, credential_type: { type: 'string' }, cache_type: { type: 'string' },
+            scope_type: { type: 'string' }, expires_at: { type: 'string' }, ttl_seconds: { type: 'number' },
+            accessed_at: { type: 'string' }, access_count: { type: 'integer' }, auto_renew: { type: 'boolean' },
+            renew_config: renewConfig, expired: { type: 'boolean' },
+          },
+        },
+        400: errorBody,
+      },
+    },
+  }, async (req) => svc.get(req.params.catalog_id, req.params.keychain_name, req.query));
+
+  app.post<{ Params: P; Body: Record<string, unknown> }>('/api/keychain/:catalog_id/:keychain_name', {
+    schema: {
+      tags,
+      summary: 'Store (or replace) a keychain entry; token_data is encrypted at rest',
+      params,
+      body: {
+        type: 'object',
+        required: ['token_data'],
+        properties: {
+          token_data: jsonObject,
+          credential_type: { type: 'string' },
+          cache_type: { type: 'string', enum: [...CACHE_TYPES] },
+          scope_type: { type: 'string', enum: [...SCOPE_TYPES] },
+          execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
+          parent_execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
+          ttl_seconds: { type: 'integer', minimum: 0 },
+          expires_at: { type: ['string', 'null'] },
+          auto_renew: { type: 'boolean' },
+          renew_config: renewConfig,
+          schema: jsonObject,
+        },
+      },
+      response: {
+        200: {
+          type: 'object',
+          properties: {
+            status: { type: 'string' }, message: { type: 'string' }, keychain_name: { type: 'string' },
+            catalog_id: { type: 'string' }, cache_key: { type: 'string' }, expires_at: { type: 'string' },
+            ttl_seconds: { type: 'number' }, auto_renew: { type: 'boolean' },
+          },
+        },
+        400: errorBody,
+      },
+    },
+  }, async (req) => svc.set(req.params.catalog_id, req.params.keychain_name, req.body));
+
+  app.delete<{ Params: P; Querystring: Q }>('/api/keychain/:catalog_id/:keychain_name', {
+    schema: {
+      tags,
+      summary: 'Delete a keychain entry (status not_found when there was none)',
+      params,
+      querystring: scopeQuery,
+      response: {
+        200: {
+          type: 'object',
+          properties: { status: { type: 'string', enum: ['success', 'not_found'] }, message: { type: 'string' }, keychain_name: { type: 'string' }, catalog_id: { type: 'string' } },
+        },
+        400: errorBody,
+      },
+    },
+  }, async (req) => svc.remove(req.params.catalog_id, req.params.keychain_name, req.query));
+}
+
+export default keychainPlugin;

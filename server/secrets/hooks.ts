@@ -1,0 +1,58 @@
+/**
+ * The ExecutionHooks implementation (server/services.ts): called by the execution service inside
+ * an execution's transaction, so variables and keychain cleanup commit with the event log.
+ */
+import type pg from 'pg';
+import type { ExecutionHooks } from '../services.js';
+import type { Id } from '../../client/protocol.js';
+import type { JsonObject, Json } from '../../playbook/types.js';
+import * as vars from '../store/vars.js';
+import * as keychain from '../store/keychain.js';
+import * as credentials from '../store/credentials.js';
+import { checkVarNames } from './vars.js';
+import { consoleLogger, type SecretsLogger } from './common.js';
+
+export function createSecretsHooks(opts: { logger?: SecretsLogger } = {}): ExecutionHooks {
+  const log = opts.logger ?? consoleLogger;
+  return {
+    /** vars block results: var_type `step_result`, source_step = the step. Over-long names are skipped and logged. */
+    async onVarsSet(client: pg.PoolClient, executionId: Id, variables: JsonObject, sourceStep: string) {
+      const ok: JsonObject = {};
+      for (const [name, value] of Object.entries(variables)) {
+        try {
+          checkVarNames([name]);
+          ok[name] = value;
+        } catch {
+          log.warn({ execution_id: String(executionId), step: sourceStep, var_name: name.slice(0, 64) }, `Failed to render var '${name.slice(0, 64)}': name is empty or longer than 255 characters`);
+        }
+      }
+      await vars.upsertVars(client, String(executionId), ok, 'step_result', sourceStep);
+    },
+
+    /** Variables set through the API (every type but `step_result`, which the engine folds itself). */
+    async loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject> {
+      const { rows } = await client.query<{ var_name: string; var_value: Json }>(
+        `SELECT var_name, var_value FROM vars WHERE execution_id = $1 AND var_type <> 'step_result' ORDER BY var_name`,
+        [String(executionId)],
+      );
+      const out: JsonObject = {};
+      for (const r of rows) out[r.var_name] = r.var_value;
+      return out;
+    },
+
+    /**
+     * Terminal status: drop the execution's variables, its local keychain entries, its
+     * execution-scoped authentication cache, and — when it is the root — the tree's shared entries.
+     */
+    async onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id }) {
+      const id = String(execution.execution_id);
+      await vars.deleteVarsOfExecution(client, id);
+      await keychain.deleteLocalEntries(client, id);
+      await credentials.deleteAuthCacheForExecution(client, id);
+      if (String(execution.root_execution_id) === id) await keychain.deleteSharedEntries(client, id);
+    },
+  };
+}
+
+/** Default instance for ServerDeps wiring. */
+export const secretsHooks: ExecutionHooks = createSecretsHooks();
