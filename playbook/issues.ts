@@ -1,0 +1,52 @@
+/**
+ * Collects problems with their JSON path into the document as the author wrote it. Paths are
+ * kept as segment lists while walking and formatted once (`workflow[3].case[0].then.next[0].step`),
+ * so every module reports locations the same way.
+ */
+import type { PlaybookIssue } from './types.js';
+
+export type PathSeg = string | number;
+
+const IDENT = /^[A-Za-z_$][\w$-]*$/;
+
+export function formatPath(segs: readonly PathSeg[]): string {
+  let out = '';
+  for (const s of segs) {
+    if (typeof s === 'number') out += `[${s}]`;
+    else if (IDENT.test(s)) out += out ? `.${s}` : s;
+    else out += `[${JSON.stringify(s)}]`;
+  }
+  return out;
+}
+
+export class Issues {
+  readonly errors: PlaybookIssue[] = [];
+  readonly warnings: PlaybookIssue[] = [];
+
+  error(path: readonly PathSeg[] | string, message: string): void {
+    this.errors.push({ path: typeof path === 'string' ? path : formatPath(path), message, severity: 'error' });
+  }
+
+  warn(path: readonly PathSeg[] | string, message: string): void {
+    this.warnings.push({ path: typeof path === 'string' ? path : formatPath(path), message, severity: 'warning' });
+  }
+}
+
+/** True when `inner` is `outer` or lies below it (`a.b` covers `a.b.c` and `a.b[0]`). */
+export function pathCovers(outer: string, inner: string): boolean {
+  if (outer === inner) return true;
+  if (!inner.startsWith(outer)) return false;
+  const next = inner[outer.length];
+  return outer === '' || next === '.' || next === '[';
+}
+
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function describeType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  return `a ${typeof v}`;
+}

@@ -1,0 +1,620 @@
+/**
+ * Legacy and v1 spellings → the v2 shape of types.ts. Every rewrite leaves a deprecation
+ * warning at the path the author wrote, so a playbook can be migrated by reading the warnings.
+ *
+ * Normalisation is defensive: it runs on documents that may also fail the schema, reports what
+ * it cannot make sense of as errors, and never throws on malformed input. It records, for every
+ * next target and step it builds, the path of that target in the written document, so semantic
+ * validation of the normalised playbook can still point at the author's text.
+ */
+import {
+  API_VERSIONS,
+  TOOL_KINDS,
+  type Action,
+  type ApiVersion,
+  type CaseEntry,
+  type Json,
+  type JsonObject,
+  type KeychainDef,
+  type LegacyPagination,
+  type Loop,
+  type NextTarget,
+  type Playbook,
+  type PlaybookMetadata,
+  type RetryPolicy,
+  type RetryThen,
+  type Step,
+  type Tool,
+  type ToolKind,
+  type WorkbookTask,
+} from './types.js';
+import { Issues, describeType, formatPath, isPlainObject, type PathSeg } from './issues.js';
+import { isLegacyOperation, operationToTool } from './legacy-operations.js';
+
+/** Where each normalised object (step, next target) came from in the written document. */
+export type SourceMap = WeakMap<object, string>;
+
+export interface NormalizeResult {
+  playbook: Playbook;
+  sources: SourceMap;
+}
+
+/** Fields a v2 step may carry (plus the deprecated `call`). */
+export const STEP_FIELDS = ['step', 'desc', 'args', 'loop', 'tool', 'case', 'next', 'vars', 'retry', 'call'] as const;
+
+export const ACTION_NAMES = ['call', 'retry', 'collect', 'sink', 'set', 'result', 'next', 'fail', 'skip'] as const;
+
+/** v1 `type` spellings that are not v2 kind names. */
+const V1_KIND_ALIASES: Record<string, ToolKind> = { secrets: 'secret', playbooks: 'playbook' };
+const ROUTING_TYPES = new Set(['start', 'end', 'router']);
+
+const LOOP_VAR = /(?<![\w.])_loop\.(index|count)\b/g;
+const WHOLE_TEMPLATE = /^\s*\{\{([\s\S]*)\}\}\s*$/;
+
+export function isV1(apiVersion: unknown): boolean {
+  return typeof apiVersion === 'string' && apiVersion.endsWith('/v1');
+}
+
+export function isToolKind(v: unknown): v is ToolKind {
+  return typeof v === 'string' && (TOOL_KINDS as readonly string[]).includes(v);
+}
+
+/** Deep copy into plain JSON (YAML may give Dates or other objects; functions never occur). */
+function toJson(v: unknown): Json {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
+  if (v instanceof Date) return v.toISOString();
+  if (Array.isArray(v)) return v.map(toJson);
+  if (typeof v === 'object') {
+    const out: JsonObject = {};
+    for (const [k, x] of Object.entries(v)) if (x !== undefined) out[k] = toJson(x);
+    return out;
+  }
+  return String(v);
+}
+
+function toObject(v: unknown): JsonObject {
+  return isPlainObject(v) ? (toJson(v) as JsonObject) : {};
+}
+
+function stripBraces(expr: string): string {
+  const m = WHOLE_TEMPLATE.exec(expr);
+  return (m ? m[1] : expr).trim();
+}
+
+class Normalizer {
+  readonly sources: SourceMap = new WeakMap();
+  readonly v1: boolean;
+
+  constructor(
+    private readonly doc: Record<string, unknown>,
+    private readonly issues: Issues,
+  ) {
+    this.v1 = isV1(doc.apiVersion);
+  }
+
+  run(): Playbook {
+    const doc = this.doc;
+    const apiVersion = (API_VERSIONS as readonly unknown[]).includes(doc.apiVersion) ? (doc.apiVersion as ApiVersion) : 'playflow.io/v2';
+    return {
+      apiVersion,
+      kind: 'Playbook',
+      metadata: this.metadata(),
+      workload: toObject(doc.workload),
+      keychain: Array.isArray(doc.keychain) ? doc.keychain.map((k) => this.keychainDef(k)) : [],
+      workbook: Array.isArray(doc.workbook)
+        ? doc.workbook.flatMap((t, i) => this.workbookTask(t, ['workbook', i]) ?? [])
+        : [],
+      workflow: Array.isArray(doc.workflow)
+        ? doc.workflow.flatMap((s, i) => this.step(s, ['workflow', i]) ?? [])
+        : [],
+    };
+  }
+
+  private metadata(): PlaybookMetadata {
+    const doc = this.doc;
+    const raw = isPlainObject(doc.metadata) ? doc.metadata : {};
+    const meta: PlaybookMetadata = { name: typeof raw.name === 'string' ? raw.name : '' };
+    if (typeof raw.path === 'string') meta.path = raw.path;
+    if (typeof raw.description === 'string') meta.description = raw.description;
+    if (isPlainObject(raw.labels)) meta.labels = Object.fromEntries(Object.entries(raw.labels).map(([k, v]) => [k, String(v)]));
+    if (this.v1) {
+      for (const key of ['name', 'path', 'description'] as const) {
+        const v = doc[key];
+        if (typeof v === 'string' && !meta[key]) {
+          meta[key] = v;
+          this.issues.warn([key], `deprecated: top-level '${key}' belongs under metadata (metadata.${key})`);
+        }
+      }
+    }
+    if (!meta.name && !this.issues.errors.some((e) => e.path === 'metadata.name')) {
+      this.issues.error('metadata.name', 'the playbook needs a name: metadata.name');
+    }
+    return meta;
+  }
+
+  private keychainDef(raw: unknown): KeychainDef {
+    const def = toObject(raw) as Record<string, Json>;
+    // The keychain GET endpoint defaults scope_type to global; declarations follow it.
+    return { ...def, scope: (def.scope as KeychainDef['scope']) ?? 'global' } as KeychainDef;
+  }
+
+  private workbookTask(raw: unknown, path: PathSeg[]): WorkbookTask | undefined {
+    if (!isPlainObject(raw)) return undefined;
+    if (isPlainObject(raw.tool)) {
+      const task: WorkbookTask = { name: String(raw.name ?? ''), tool: this.tool(raw.tool, [...path, 'tool']) };
+      if (typeof raw.desc === 'string') task.desc = raw.desc;
+      return task;
+    }
+    // v1 workbook entry: {task|name, type, desc, ...tool attributes}
+    const { task, name, type, desc, ...attrs } = raw;
+    if (!isToolKind(type) && !(typeof type === 'string' && V1_KIND_ALIASES[type])) {
+      this.issues.error([...path, 'tool'], "a workbook task needs a tool: {kind, ...}");
+      return undefined;
+    }
+    this.issues.warn(path, "deprecated: workbook task with inline 'type'; write {name, tool: {kind, ...}}");
+    const kind = isToolKind(type) ? type : V1_KIND_ALIASES[type as string];
+    const out: WorkbookTask = { name: String(task ?? name ?? ''), tool: this.tool({ kind, ...attrs }, path) };
+    if (typeof desc === 'string') out.desc = desc;
+    return out;
+  }
+
+  /** Rewrites `_loop.index`/`_loop.count` everywhere in a step, warning at each string. */
+  private rewriteLoopVars(v: unknown, path: PathSeg[]): unknown {
+    if (typeof v === 'string') {
+      if (!LOOP_VAR.test(v)) return v;
+      LOOP_VAR.lastIndex = 0;
+      this.issues.warn(path, "deprecated: '_loop.index'/'_loop.count' are now '_retry.index'/'_retry.count'");
+      return v.replace(LOOP_VAR, '_retry.$1');
+    }
+    if (Array.isArray(v)) return v.map((x, i) => this.rewriteLoopVars(x, [...path, i]));
+    if (isPlainObject(v)) {
+      const out: Record<string, unknown> = {};
+      for (const [k, x] of Object.entries(v)) out[k] = this.rewriteLoopVars(x, [...path, k]);
+      return out;
+    }
+    return v;
+  }
+
+  private step(rawIn: unknown, path: PathSeg[]): Step | undefined {
+    if (!isPlainObject(rawIn)) {
+      this.issues.error(path, `a step must be a mapping with at least 'step: <name>', got ${describeType(rawIn)}`);
+      return undefined;
+    }
+    const raw = this.rewriteLoopVars(rawIn, path) as Record<string, unknown>;
+    const step: Step = { step: typeof raw.step === 'string' ? raw.step : '' };
+    this.sources.set(step, formatPath(path));
+    if (typeof raw.desc === 'string') step.desc = raw.desc;
+    if (isPlainObject(raw.args)) step.args = toObject(raw.args);
+
+    const tool = this.stepTool(raw, path, step);
+    if (tool) step.tool = tool;
+    if (raw.loop !== undefined) {
+      const loop = this.loop(raw.loop, [...path, 'loop']);
+      if (loop) step.loop = loop;
+    }
+    const cases: CaseEntry[] = Array.isArray(raw.case) ? raw.case.flatMap((c, i) => this.caseEntry(c, [...path, 'case', i]) ?? []) : [];
+    if (raw.next !== undefined) {
+      const { targets, conditional } = this.structuralNext(raw.next, [...path, 'next']);
+      if (targets.length) step.next = targets;
+      cases.push(...conditional);
+    }
+    if (cases.length) step.case = cases;
+    if (isPlainObject(raw.vars)) step.vars = toObject(raw.vars);
+    if (raw.retry !== undefined) {
+      const retry = this.retry(raw.retry, [...path, 'retry']);
+      if (retry.length) step.retry = retry;
+    }
+    return step;
+  }
+
+  /** The step's tool from `tool`, the legacy `call`, or (v1 only) inline `type` + attributes. */
+  private stepTool(raw: Record<string, unknown>, path: PathSeg[], step: Step): Tool | undefined {
+    const sources = ['tool', 'call', ...(this.v1 ? ['type'] : [])].filter((k) => raw[k] !== undefined);
+    if (sources.length > 1) {
+      this.issues.error([...path, sources[1]], `a step has one tool: '${sources[0]}' and '${sources[1]}' both define it; keep only 'tool'`);
+    }
+    if (raw.tool !== undefined) return this.tool(raw.tool, [...path, 'tool']);
+    if (raw.call !== undefined) return this.legacyCall(raw.call, [...path, 'call']);
+    if (this.v1 && raw.type !== undefined) return this.v1Tool(raw, path, step);
+    if (this.v1 && isPlainObject(raw.with)) {
+      step.args = { ...toObject(raw.with), ...(step.args ?? {}) };
+      this.issues.warn([...path, 'with'], "deprecated: step-level 'with' is 'args' in v2");
+    }
+    return undefined;
+  }
+
+  tool(raw: unknown, path: PathSeg[]): Tool {
+    if (!isPlainObject(raw)) {
+      this.issues.error(path, `tool must be a mapping with a 'kind', got ${describeType(raw)}`);
+      return { kind: 'python' };
+    }
+    const { kind, ...fields } = toObject(raw);
+    if (kind === undefined || kind === null || kind === '') {
+      this.issues.error([...path, 'kind'], `tool needs a 'kind': one of ${TOOL_KINDS.join(', ')}`);
+    } else if (!isToolKind(kind)) {
+      const hint = isLegacyOperation(kind) ? ` ('${kind}' is a legacy operation; use kind: ${String(kind).split('.')[0] === 'db' ? 'postgres' : String(kind).split('.')[0]})` : '';
+      this.issues.error([...path, 'kind'], `unknown tool kind '${String(kind)}'; expected one of ${TOOL_KINDS.join(', ')}${hint}`);
+    }
+    const tool: Tool = { kind: (isToolKind(kind) ? kind : kind) as ToolKind, ...fields };
+    if (tool.kind === 'http' && tool.url !== undefined) {
+      if (tool.endpoint === undefined) {
+        tool.endpoint = tool.url;
+        this.issues.warn([...path, 'url'], "'url' is a synonym of 'endpoint'; normalised to endpoint");
+      } else {
+        this.issues.error([...path, 'url'], "both 'url' and 'endpoint' are set; keep only 'endpoint'");
+      }
+      delete tool.url;
+    }
+    if (tool.kind === 'postgres' && tool.query !== undefined) {
+      if (tool.command === undefined) {
+        tool.command = tool.query;
+        this.issues.warn([...path, 'query'], "'query' is a synonym of 'command' for postgres; normalised to command");
+      } else {
+        this.issues.error([...path, 'query'], "both 'query' and 'command' are set; keep only 'command'");
+      }
+      delete tool.query;
+    }
+    return tool;
+  }
+
+  /** `call: {name, type, args}` of the legacy task guide. */
+  private legacyCall(raw: unknown, path: PathSeg[]): Tool | undefined {
+    if (!isPlainObject(raw)) {
+      this.issues.error(path, `call must be a mapping {name, type, args}, got ${describeType(raw)}`);
+      return undefined;
+    }
+    const args = toObject(raw.args);
+    const op = isLegacyOperation(raw.type) ? raw.type : isLegacyOperation(raw.name) ? raw.name : undefined;
+    if (op) {
+      this.issues.warn(path, `deprecated: 'call' with operation '${op}'; write tool: {kind: ..., ...}`);
+      return operationToTool(op, args, [...path, 'args'], this.issues);
+    }
+    const kind = isToolKind(raw.type) ? raw.type : undefined;
+    if (!kind) {
+      this.issues.error([...path, 'type'], `unknown call type '${String(raw.type)}'; expected a tool kind (${TOOL_KINDS.join(', ')}) or a legacy operation such as http.get`);
+      return undefined;
+    }
+    this.issues.warn(path, `deprecated: 'call' step; write tool: {kind: ${kind}, ...}`);
+    const fields: JsonObject = { kind, ...args };
+    // For a workbook call the call's name is the task to run.
+    if (kind === 'workbook' && fields.name === undefined && typeof raw.name === 'string') fields.name = raw.name;
+    return this.tool(fields, path);
+  }
+
+  /** v1 step: `type` plus inline tool attributes (`endpoint`, `command`, `code`, …). */
+  private v1Tool(raw: Record<string, unknown>, path: PathSeg[], step: Step): Tool | undefined {
+    const type = raw.type;
+    const attrs: JsonObject = {};
+    for (const [k, v] of Object.entries(raw)) {
+      if (!(STEP_FIELDS as readonly string[]).includes(k) && !['type', 'with', 'when', 'as'].includes(k)) attrs[k] = toJson(v);
+    }
+    if (raw.as !== undefined) this.issues.warn([...path, 'as'], "'as' has no effect in v2: a step's result is addressed by the step name");
+    if (isPlainObject(raw.with)) {
+      step.args = { ...toObject(raw.with), ...(step.args ?? {}) };
+      this.issues.warn([...path, 'with'], "deprecated: step-level 'with' is 'args' in v2");
+    }
+    if (typeof type === 'string' && ROUTING_TYPES.has(type)) {
+      this.issues.warn([...path, 'type'], `deprecated: 'type: ${type}'; a routing step simply has no tool in v2`);
+      return undefined;
+    }
+    if (isLegacyOperation(type)) {
+      this.issues.warn([...path, 'type'], `deprecated: 'type: ${type}'; write tool: {kind: ..., ...}`);
+      return operationToTool(type, attrs, path, this.issues);
+    }
+    const kind = isToolKind(type) ? type : typeof type === 'string' ? V1_KIND_ALIASES[type] : undefined;
+    if (!kind) {
+      this.issues.error([...path, 'type'], `unknown step type '${String(type)}'; expected a tool kind (${TOOL_KINDS.join(', ')}), start or end`);
+      return undefined;
+    }
+    if (kind === 'workbook' && attrs.task !== undefined) {
+      attrs.name = attrs.task;
+      delete attrs.task;
+    }
+    this.issues.warn([...path, 'type'], `deprecated: 'type: ${String(type)}' with inline attributes; write tool: {kind: ${kind}, ...}`);
+    return this.tool({ kind, ...attrs }, path);
+  }
+
+  private loop(raw: unknown, path: PathSeg[]): Loop | undefined {
+    if (!isPlainObject(raw)) {
+      this.issues.error(path, `loop must be a mapping {in, iterator, mode}, got ${describeType(raw)}`);
+      return undefined;
+    }
+    let collection: unknown = raw.in;
+    if (raw.collection !== undefined) {
+      if (collection === undefined) {
+        collection = raw.collection;
+        this.issues.warn([...path, 'collection'], "deprecated: loop 'collection' is 'in'");
+      } else this.issues.error([...path, 'collection'], "both 'in' and 'collection' are set; keep only 'in'");
+    }
+    let iterator: unknown = raw.iterator;
+    if (raw.element !== undefined) {
+      if (iterator === undefined) {
+        iterator = raw.element;
+        this.issues.warn([...path, 'element'], "deprecated: loop 'element' is 'iterator'");
+      } else this.issues.error([...path, 'element'], "both 'iterator' and 'element' are set; keep only 'iterator'");
+    }
+    const pagination = raw.pagination !== undefined ? this.pagination(raw.pagination, [...path, 'pagination']) : undefined;
+    if (collection === undefined && !pagination) {
+      this.issues.error([...path, 'in'], "loop needs 'in': the collection to iterate (a template such as \"{{ fetch_users.items }}\" or a list)");
+    }
+    const mode = raw.mode ?? 'sequential';
+    if (mode !== 'sequential' && mode !== 'async') {
+      this.issues.error([...path, 'mode'], `loop mode must be 'sequential' or 'async', got ${JSON.stringify(mode)}`);
+    }
+    const loop: Loop = {
+      // A pagination-only loop (legacy) iterates pages, not a collection.
+      in: collection === undefined ? null : toJson(collection),
+      iterator: typeof iterator === 'string' && iterator ? iterator : 'item',
+      mode: mode === 'async' ? 'async' : 'sequential',
+    };
+    if (raw.max_in_flight !== undefined) {
+      const n = raw.max_in_flight;
+      if (typeof n === 'number' && Number.isInteger(n) && n > 0) loop.max_in_flight = n;
+      else this.issues.error([...path, 'max_in_flight'], 'max_in_flight must be a positive integer');
+    }
+    if (pagination) loop.pagination = pagination;
+    return loop;
+  }
+
+  private pagination(raw: unknown, path: PathSeg[]): LegacyPagination | undefined {
+    if (!isPlainObject(raw)) return undefined;
+    this.issues.warn(path, "deprecated: loop.pagination; use step-level retry with a 'response' condition, next_call and collect");
+    const retry = isPlainObject(raw.retry) ? raw.retry : {};
+    const nextPage = isPlainObject(raw.next_page) ? (toJson(raw.next_page) as LegacyPagination['next_page']) : undefined;
+    const out: LegacyPagination = {
+      type: 'response_based',
+      continue_while: typeof raw.continue_while === 'string' ? raw.continue_while : '',
+      merge_strategy: (raw.merge_strategy ?? 'append') as LegacyPagination['merge_strategy'],
+      max_iterations: typeof raw.max_iterations === 'number' ? raw.max_iterations : 1000,
+      retry: {
+        max_attempts: typeof retry.max_attempts === 'number' ? retry.max_attempts : 1,
+        backoff: retry.backoff === 'exponential' ? 'exponential' : 'fixed',
+        initial_delay: typeof retry.initial_delay === 'number' ? retry.initial_delay : 1,
+        max_delay: typeof retry.max_delay === 'number' ? retry.max_delay : 60,
+      },
+    };
+    if (nextPage) out.next_page = nextPage;
+    if (typeof raw.merge_path === 'string') out.merge_path = raw.merge_path;
+    return out;
+  }
+
+  private caseEntry(raw: unknown, path: PathSeg[]): CaseEntry | undefined {
+    if (!isPlainObject(raw)) {
+      this.issues.error(path, `a case entry must be a mapping {when, then}, got ${describeType(raw)}`);
+      return undefined;
+    }
+    if (typeof raw.when !== 'string' || !raw.when.trim()) {
+      if (raw.when !== undefined) this.issues.error([...path, 'when'], "case 'when' must be a condition string such as \"{{ event.name == 'call.done' }}\"");
+      return undefined;
+    }
+    return { when: raw.when, then: this.actions(raw.then, [...path, 'then']) };
+  }
+
+  /** `then` as an object (one action per key, in key order) or a list of such objects. */
+  private actions(raw: unknown, path: PathSeg[]): Action[] {
+    if (Array.isArray(raw)) {
+      return raw.flatMap((item, i) => {
+        if (!isPlainObject(item)) {
+          this.issues.error([...path, i], `an action must be a mapping such as {next: [...]} or {retry: {...}}, got ${describeType(item)}`);
+          return [];
+        }
+        return this.actionBlock(item, [...path, i]);
+      });
+    }
+    if (isPlainObject(raw)) return this.actionBlock(raw, path);
+    if (raw !== undefined) this.issues.error(path, `'then' must be a mapping of actions or a list of them, got ${describeType(raw)}`);
+    return [];
+  }
+
+  private actionBlock(block: Record<string, unknown>, path: PathSeg[]): Action[] {
+    const out: Action[] = [];
+    for (const [key, value] of Object.entries(block)) {
+      const action = this.action(key, value, [...path, key]);
+      if (action) out.push(action);
+    }
+    return out;
+  }
+
+  private action(name: string, v: unknown, path: PathSeg[]): Action | undefined {
+    const obj = isPlainObject(v) ? v : undefined;
+    switch (name) {
+      case 'call':
+        return { action: 'call', overrides: toObject(v) };
+      case 'retry': {
+        const a: Action = { action: 'retry' };
+        for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
+          if (typeof obj?.[f] === 'number') a[f] = obj[f] as number;
+        }
+        return a;
+      }
+      case 'collect': {
+        if (!obj) return undefined;
+        const mode = obj.mode === 'extend' ? 'extend' : 'append';
+        return { action: 'collect', from: toJson(obj.from), into: String(obj.into ?? ''), mode };
+      }
+      case 'sink': {
+        if (!obj) {
+          this.issues.error(path, 'sink needs a tool spec: {kind, auth, command|table, args}');
+          return undefined;
+        }
+        const spec = isPlainObject(obj.tool) ? obj.tool : obj;
+        return { action: 'sink', tool: this.tool(spec, isPlainObject(obj.tool) ? [...path, 'tool'] : path) };
+      }
+      case 'set':
+        return { action: 'set', ctx: toObject(obj?.ctx) };
+      case 'result':
+        return { action: 'result', from: obj ? toJson(obj.from) : toJson(v) };
+      case 'next':
+        return { action: 'next', targets: this.targets(v, path, 'action') };
+      case 'fail': {
+        const message = typeof v === 'string' ? v : typeof obj?.message === 'string' ? obj.message : undefined;
+        return message === undefined ? { action: 'fail' } : { action: 'fail', message };
+      }
+      case 'skip':
+        return { action: 'skip' };
+      default:
+        this.issues.error(path, `unknown action '${name}'; actions are ${ACTION_NAMES.join(', ')}`);
+        return undefined;
+    }
+  }
+
+  /**
+   * Next targets in any accepted form. `where` distinguishes the structural `next` (whose
+   * conditional entries are handled by the caller) from a `then.next` action.
+   */
+  private targets(raw: unknown, path: PathSeg[], where: 'structural' | 'action'): NextTarget[] {
+    const out: NextTarget[] = [];
+    const add = (t: NextTarget, src: PathSeg[]) => {
+      this.sources.set(t, formatPath(src));
+      out.push(t);
+    };
+    if (typeof raw === 'string') {
+      add({ step: raw }, path);
+      return out;
+    }
+    if (isPlainObject(raw)) {
+      if ('args' in raw) {
+        this.issues.error([...path, 'args'], `'args' is not allowed as a top-level key of ${where === 'action' ? "'next'" : 'a structural next'}; pass args inside a target: next: [{step: <name>, args: {...}}]`);
+      } else {
+        this.issues.error(path, 'next must be a step name, a list of step names or a list of {step, args}; wrap this mapping in a list');
+      }
+      return out;
+    }
+    if (!Array.isArray(raw)) {
+      this.issues.error(path, `next must be a step name, a list of step names or a list of {step, args}, got ${describeType(raw)}`);
+      return out;
+    }
+    raw.forEach((item, i) => {
+      const p = [...path, i];
+      if (typeof item === 'string') return add({ step: item }, p);
+      if (!isPlainObject(item)) {
+        this.issues.error(p, `a next target must be a step name or {step, args}, got ${describeType(item)}`);
+        return;
+      }
+      if ('when' in item || 'then' in item || 'else' in item) return; // reported or lifted by the caller
+      if (typeof item.step !== 'string' || !item.step) {
+        if ('args' in item) {
+          this.issues.error([...p, 'args'], "'args' is not allowed as a top-level key of next; put it inside a target with its step: {step: <name>, args: {...}}");
+        } else {
+          this.issues.error([...p, 'step'], "a next target needs 'step': the name of the step to run");
+        }
+        return;
+      }
+      const t: NextTarget = { step: item.step };
+      let args = item.args;
+      if (item.with !== undefined) {
+        if (this.v1 && args === undefined) {
+          args = item.with;
+          this.issues.warn([...p, 'with'], "deprecated: 'with' on a next target is 'args' in v2");
+        } else {
+          this.issues.error([...p, 'with'], "'with' is reserved for tool inputs; pass data to the next step with 'args'");
+        }
+      }
+      if (args !== undefined) {
+        if (isPlainObject(args)) t.args = toObject(args);
+        else this.issues.error([...p, 'args'], `args must be a mapping, got ${describeType(args)}`);
+      }
+      add(t, [...p, 'step']);
+    });
+    return out;
+  }
+
+  /**
+   * Structural next. In a v1 document, conditional entries (`when`/`then`/`else`) become case
+   * entries on step.exit, in order, so the first matching condition wins as it did in v1.
+   */
+  private structuralNext(raw: unknown, path: PathSeg[]): { targets: NextTarget[]; conditional: CaseEntry[] } {
+    const targets = this.targets(raw, path, 'structural');
+    const conditional: CaseEntry[] = [];
+    if (!this.v1 || !Array.isArray(raw)) return { targets, conditional };
+    raw.forEach((item, i) => {
+      if (!isPlainObject(item) || !('when' in item || 'then' in item || 'else' in item)) return;
+      const p = [...path, i];
+      const exit = "event.name == 'step.exit'";
+      if ('else' in item) {
+        this.issues.warn(p, "deprecated: 'else' in next; written as a last case entry on step.exit");
+        conditional.push({ when: `{{ ${exit} }}`, then: [{ action: 'next', targets: this.targets(item.else, [...p, 'else'], 'action') }] });
+        return;
+      }
+      if (typeof item.when !== 'string') {
+        this.issues.error([...p, 'when'], 'a conditional next entry needs a when condition string');
+        return;
+      }
+      this.issues.warn(p, "deprecated: next with when/then; write case: [{when: ..., then: {next: [...]}}]");
+      conditional.push({
+        when: `{{ ${exit} and (${stripBraces(item.when)}) }}`,
+        then: [{ action: 'next', targets: this.targets(item.then, [...p, 'then'], 'action') }],
+      });
+    });
+    return { targets, conditional };
+  }
+
+  private retry(raw: unknown, path: PathSeg[]): RetryPolicy[] {
+    if (Array.isArray(raw)) {
+      return raw.flatMap((p, i) => {
+        if (!isPlainObject(p) || typeof p.when !== 'string') return [];
+        return [{ when: p.when, then: this.retryThen(p.then, [...path, i, 'then']) }];
+      });
+    }
+    if (!isPlainObject(raw)) {
+      this.issues.error(path, `retry must be a list of {when, then} policies, got ${describeType(raw)}`);
+      return [];
+    }
+    if ('on_error' in raw || 'on_success' in raw) {
+      this.issues.warn(path, 'deprecated: retry {on_error, on_success}; write a list of {when, then} policies');
+      const out: RetryPolicy[] = [];
+      if (isPlainObject(raw.on_error)) {
+        const { when, ...then } = raw.on_error;
+        out.push({ when: typeof when === 'string' ? when : '{{ error }}', then: this.retryThen(then, [...path, 'on_error']) });
+      }
+      if (isPlainObject(raw.on_success)) {
+        const { while: cond, when, ...then } = raw.on_success;
+        const c = typeof cond === 'string' ? cond : typeof when === 'string' ? when : undefined;
+        if (c === undefined) this.issues.error([...path, 'on_success', 'while'], "on_success needs 'while': the condition under which to fetch again");
+        else out.push({ when: c, then: this.retryThen(then, [...path, 'on_success']) });
+      }
+      return out;
+    }
+    if (typeof raw.when === 'string' && isPlainObject(raw.then)) {
+      this.issues.warn(path, 'retry is a list of policies; write it as [- when: ..., then: ...]');
+      return [{ when: raw.when, then: this.retryThen(raw.then, [...path, 'then']) }];
+    }
+    if (typeof raw.when === 'string') {
+      this.issues.warn(path, 'deprecated: simple retry {when, max_attempts}; write [- when: ..., then: {max_attempts: ...}]');
+      const { when, ...then } = raw;
+      return [{ when: when as string, then: this.retryThen(then, path) }];
+    }
+    this.issues.error([...path, 'when'], "retry needs a condition: write a list of {when, then} policies");
+    return [];
+  }
+
+  private retryThen(raw: unknown, path: PathSeg[]): RetryThen {
+    const then: RetryThen = {};
+    if (!isPlainObject(raw)) return then;
+    for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
+      if (typeof raw[f] === 'number') then[f] = raw[f] as number;
+    }
+    if (isPlainObject(raw.next_call)) then.next_call = toObject(raw.next_call);
+    if (isPlainObject(raw.collect)) {
+      const c = raw.collect;
+      const strategy = c.strategy === 'replace' || c.strategy === 'merge' ? c.strategy : 'append';
+      then.collect = { strategy };
+      if (typeof c.path === 'string') then.collect.path = c.path;
+      if (typeof c.into === 'string') then.collect.into = c.into;
+    }
+    const sink = isPlainObject(raw.sink) ? raw.sink : isPlainObject(raw.per_iteration) && isPlainObject(raw.per_iteration.sink) ? raw.per_iteration.sink : undefined;
+    if (sink) {
+      const sinkPath = raw.sink ? [...path, 'sink'] : [...path, 'per_iteration', 'sink'];
+      then.sink = this.tool(isPlainObject(sink.tool) ? sink.tool : sink, sinkPath);
+    }
+    return then;
+  }
+}
+
+/** Normalises a raw document (a plain object) into the v2 playbook; problems go to `issues`. */
+export function normalizePlaybook(doc: Record<string, unknown>, issues: Issues): NormalizeResult {
+  const n = new Normalizer(doc, issues);
+  const playbook = n.run();
+  return { playbook, sources: n.sources };
+}

@@ -1,0 +1,83 @@
+/**
+ * Text → normalised playbook: size limit, YAML, written-document checks, normalisation,
+ * JSON Schema, graph validation. Every stage reports into one list so an author sees all
+ * problems at once; a problem already explained by an earlier stage (with a better message)
+ * is not repeated by a later one at the same place.
+ */
+import { parseDocument, type YAMLError } from 'yaml';
+import type { ParseResult, PlaybookIssue } from './types.js';
+import { Issues, describeType, isPlainObject, pathCovers } from './issues.js';
+import { checkSchema } from './schema-check.js';
+import { isV1, normalizePlaybook } from './normalize.js';
+import { checkWrittenDocument, validatePlaybook } from './validate.js';
+
+/** Largest playbook accepted, in bytes of UTF-8 text (2 MiB). */
+export const MAX_PLAYBOOK_BYTES = 2 * 1024 * 1024;
+
+export interface ParseOptions {
+  /** Overrides MAX_PLAYBOOK_BYTES (bytes). */
+  maxBytes?: number;
+}
+
+const fail = (path: string, message: string): ParseResult => ({ errors: [{ path, message, severity: 'error' }], warnings: [] });
+
+function formatBytes(n: number): string {
+  if (n >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
+  if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${n} bytes`;
+}
+
+function yamlError(e: YAMLError): PlaybookIssue {
+  const pos = e.linePos?.[0];
+  const where = pos ? `line ${pos.line}, column ${pos.col}: ` : '';
+  const first = e.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+  return { path: '', message: `invalid YAML at ${where}${first}`, severity: 'error' };
+}
+
+/** Parses playbook YAML (or JSON, a subset of YAML) into the normalised v2 playbook. */
+export function parsePlaybook(text: string, opts: ParseOptions = {}): ParseResult {
+  const limit = opts.maxBytes ?? MAX_PLAYBOOK_BYTES;
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > limit) {
+    return fail('', `playbook is too large: ${formatBytes(size)} (${size} bytes); the limit is ${formatBytes(limit)} (${limit} bytes)`);
+  }
+  if (!text.trim()) return fail('', 'the playbook document is empty');
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length) return { errors: doc.errors.map(yamlError), warnings: [] };
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 1000 });
+  } catch (e) {
+    return fail('', `invalid YAML: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (value === null || value === undefined) return fail('', 'the playbook document is empty');
+  return parsePlaybookObject(value);
+}
+
+/** Same as parsePlaybook for a document already decoded (JSON body, custom resource spec). */
+export function parsePlaybookObject(doc: unknown): ParseResult {
+  if (!isPlainObject(doc)) {
+    return fail('', `a playbook must be a mapping with apiVersion, kind, metadata and workflow; got ${describeType(doc)}`);
+  }
+  const written = new Issues();
+  checkWrittenDocument(doc, written);
+
+  const semantic = new Issues();
+  const { playbook, sources } = normalizePlaybook(doc, semantic);
+
+  const schema = checkSchema(doc, isV1(doc.apiVersion));
+  const graph = validatePlaybook(playbook, sources);
+
+  const errors: PlaybookIssue[] = [];
+  const add = (issue: PlaybookIssue) => {
+    if (errors.some((e) => pathCovers(e.path, issue.path) || (issue.path && pathCovers(issue.path, e.path) && e.path !== ''))) return;
+    errors.push(issue);
+  };
+  for (const e of written.errors) errors.push(e);
+  for (const e of semantic.errors) add(e);
+  for (const e of schema) add(e);
+  for (const e of graph) if (e.severity === 'error') add(e);
+
+  const warnings = [...written.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
+  return errors.length ? { errors, warnings } : { playbook, errors, warnings };
+}

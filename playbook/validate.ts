@@ -1,0 +1,176 @@
+/**
+ * Semantic validation. Two passes:
+ *  - `checkWrittenDocument` looks at the document as written for what v2 removed (step `type`,
+ *    step `when`, conditional next entries, tool attributes on the step) and says what to write
+ *    instead — the schema alone would only say "unknown field";
+ *  - `validatePlaybook` checks the normalised playbook as a graph (unique names, next and case
+ *    targets exist, workbook references resolve), reporting at the author's paths.
+ */
+import { API_VERSIONS, type NextTarget, type Playbook, type PlaybookIssue, type Step } from './types.js';
+import { Issues, formatPath, isPlainObject, type PathSeg } from './issues.js';
+import { isV1, type SourceMap } from './normalize.js';
+
+/** Tool attributes that v1 wrote on the step itself; in v2 they live under `tool`. */
+const TOOL_ATTRIBUTES = [
+  'method', 'endpoint', 'url', 'params', 'headers', 'json', 'data', 'payload', 'timeout', 'verify', 'auth',
+  'command', 'query', 'database', 'code', 'libs', 'path',
+];
+
+function apiVersionChecks(doc: Record<string, unknown>, issues: Issues): void {
+  const v = doc.apiVersion;
+  if (v === undefined) {
+    issues.error('apiVersion', `missing apiVersion; write apiVersion: playflow.io/v2`);
+  } else if (!(API_VERSIONS as readonly unknown[]).includes(v)) {
+    issues.error('apiVersion', `unsupported apiVersion ${JSON.stringify(v)}; accepted: ${API_VERSIONS.join(', ')}`);
+  }
+  if (doc.kind === undefined) issues.error('kind', 'missing kind; write kind: Playbook');
+  else if (doc.kind !== 'Playbook') issues.error('kind', `kind must be 'Playbook', got ${JSON.stringify(doc.kind)}`);
+}
+
+function removedStepFields(step: Record<string, unknown>, path: PathSeg[], issues: Issues): void {
+  const name = typeof step.step === 'string' ? `step '${step.step}'` : 'this step';
+  if ('type' in step) {
+    const t = step.type;
+    const hint = t === 'start' || t === 'end'
+      ? 'a routing step has no tool: remove it'
+      : `put the tool under 'tool' with 'kind' (tool: {kind: ${typeof t === 'string' ? t : '<kind>'}, ...})`;
+    issues.error([...path, 'type'], `${name}: step-level 'type' was removed in v2; ${hint}`);
+  }
+  if ('when' in step) {
+    issues.error([...path, 'when'], `${name}: step-level 'when' was removed in v2; route from the previous step with a case entry: case: [{when: <condition>, then: {next: [{step: ${typeof step.step === 'string' ? step.step : '<name>'}}]}}]`);
+  }
+  if ('with' in step) {
+    issues.error([...path, 'with'], `${name}: 'with' is reserved for tool inputs (tool.with); pass data into a step with 'args'`);
+  }
+  for (const attr of TOOL_ATTRIBUTES) {
+    if (attr in step) {
+      issues.error([...path, attr], `${name}: tool attribute '${attr}' directly on the step is not accepted in v2; move it under 'tool' (tool: {kind: ..., ${attr}: ...})`);
+    }
+  }
+  const next = step.next;
+  if (Array.isArray(next)) {
+    next.forEach((entry, i) => {
+      if (!isPlainObject(entry)) return;
+      const keys = ['when', 'then', 'else'].filter((k) => k in entry);
+      if (keys.length) {
+        issues.error([...path, 'next', i], `${name}: next entries with ${keys.join('/')} were removed in v2; use case: [{when: <condition>, then: {next: [{step: <name>, args: {...}}]}}] and keep next for unconditional successors`);
+      }
+    });
+  }
+}
+
+/**
+ * Checks on the document as written: apiVersion/kind and, for v2 documents, the constructs v2
+ * removed. v1 documents get those rewritten by normalisation instead (with warnings).
+ */
+export function checkWrittenDocument(doc: Record<string, unknown>, issues: Issues): void {
+  apiVersionChecks(doc, issues);
+  if (isV1(doc.apiVersion)) return;
+  if (!Array.isArray(doc.workflow)) return;
+  doc.workflow.forEach((step, i) => {
+    if (isPlainObject(step)) removedStepFields(step, ['workflow', i], issues);
+  });
+}
+
+function suggest(name: string, names: string[]): string {
+  const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || levenshtein(n, name) <= 2);
+  return close ? `; did you mean '${close}'?` : `; steps are: ${names.join(', ')}`;
+}
+
+function levenshtein(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = d[0];
+    d[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = d[j];
+      d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return d[b.length];
+}
+
+/** The step an execution starts with: the one named `start`, else the first. */
+export function entryStep(playbook: Playbook): Step {
+  const start = playbook.workflow.find((s) => s.step === 'start');
+  if (start) return start;
+  if (!playbook.workflow.length) throw new Error(`playbook '${playbook.metadata.name}' has no steps`);
+  return playbook.workflow[0];
+}
+
+/** Every target a step can transition to: structural next and case next actions. */
+export function stepTargets(step: Step): NextTarget[] {
+  const out = [...(step.next ?? [])];
+  for (const c of step.case ?? []) for (const a of c.then) if (a.action === 'next') out.push(...a.targets);
+  return out;
+}
+
+/**
+ * Graph-level checks of a normalised playbook. `sources` (from normalisation) maps steps and
+ * targets to their written paths; without it, paths into the normalised shape are used.
+ */
+export function validatePlaybook(playbook: Playbook, sources?: SourceMap): PlaybookIssue[] {
+  const issues = new Issues();
+  const steps = playbook.workflow;
+  if (!steps.length) issues.error('workflow', 'workflow needs at least one step');
+  const stepPath = (s: Step, i: number) => sources?.get(s) ?? formatPath(['workflow', i]);
+
+  const first = new Map<string, number>();
+  steps.forEach((s, i) => {
+    if (!s.step) return;
+    const seen = first.get(s.step);
+    if (seen !== undefined) {
+      issues.error(`${stepPath(s, i)}.step`, `duplicate step name '${s.step}' (first defined at ${stepPath(steps[seen], seen)}); step names must be unique`);
+    } else first.set(s.step, i);
+  });
+  const names = [...first.keys()];
+  const tasks = new Set(playbook.workbook.map((t) => t.name));
+
+  steps.forEach((s, i) => {
+    const base = stepPath(s, i);
+    const checkTarget = (t: NextTarget, fallback: string) => {
+      if (!first.has(t.step)) {
+        issues.error(sources?.get(t) ?? fallback, `step '${s.step}': next target '${t.step}' is not a step of this playbook${suggest(t.step, names)}`);
+      }
+    };
+    (s.next ?? []).forEach((t, j) => checkTarget(t, `${base}.next[${j}].step`));
+    (s.case ?? []).forEach((c, ci) => c.then.forEach((a, ai) => {
+      if (a.action === 'next') a.targets.forEach((t, j) => checkTarget(t, `${base}.case[${ci}].then[${ai}].next[${j}].step`));
+    }));
+    if (s.tool?.kind === 'workbook') {
+      const task = s.tool.name;
+      if (typeof task !== 'string' || !task) {
+        issues.error(`${base}.tool.name`, `step '${s.step}': a workbook tool needs 'name': the workbook task to run`);
+      } else if (!task.includes('{{') && !tasks.has(task)) {
+        issues.error(`${base}.tool.name`, `step '${s.step}': workbook task '${task}' is not defined in the workbook section${tasks.size ? ` (tasks: ${[...tasks].join(', ')})` : ''}`);
+      }
+    }
+    (s.retry ?? []).forEach((p, j) => {
+      if (p.then.max_attempts === undefined) {
+        issues.warn(`${base}.retry[${j}].then.max_attempts`, `step '${s.step}': set max_attempts on every retry policy to prevent endless loops`);
+      }
+    });
+  });
+
+  if (steps.length && !issues.errors.length) unreachable(playbook, stepPath, issues);
+  return [...issues.errors, ...issues.warnings];
+}
+
+function unreachable(playbook: Playbook, stepPath: (s: Step, i: number) => string, issues: Issues): void {
+  const byName = new Map(playbook.workflow.map((s) => [s.step, s]));
+  const seen = new Set<string>();
+  const todo = [entryStep(playbook).step];
+  while (todo.length) {
+    const name = todo.pop() as string;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const s = byName.get(name);
+    if (s) for (const t of stepTargets(s)) todo.push(t.step);
+  }
+  playbook.workflow.forEach((s, i) => {
+    if (!seen.has(s.step)) issues.warn(stepPath(s, i), `step '${s.step}' is never reached from the entry step '${entryStep(playbook).step}'`);
+  });
+}
+
