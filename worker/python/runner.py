@@ -1,0 +1,174 @@
+"""Playflow python tool runner: one warm interpreter serving calls one at a time.
+
+Protocol (line-delimited JSON):
+  stdout (private copy of fd 1) <- {"ready": true, "pid": N, "python": "3.x.y"} once at start
+  stdin  (private copy of fd 0) -> {"id": ..., "code": "...", "args": {...}, "libs": {"pd": "pandas"}}
+  stdout                        <- {"id": ..., "ok": true, "result": <json>, "log": "..."}
+                                 | {"id": ..., "ok": false, "error": {"type", "message", "traceback", "code"},
+                                    "log": "...", "recycle": bool}
+The real fds 0 and 1 are moved away before user code runs: fd 0 reads /dev/null and fd 1 goes to
+stderr, so neither input(), print(), os.write(1, ...) nor a child process can touch the protocol
+stream. print() output of a call is captured (sys.stdout and sys.stderr) and returned as `log`.
+
+Two code shapes: a function `main(<params>)` (sync or async) called with parameters bound by name
+from args (a **kwargs parameter receives the rest), or a plain body that assigns `result`. Args
+are also visible as globals (`args` and each key that is an identifier); libs are pre-imported
+under their names.
+"""
+import asyncio
+import contextlib
+import importlib
+import inspect
+import io
+import json
+import linecache
+import os
+import sys
+import traceback
+
+RUNNER_FILE = os.path.abspath(__file__)
+CODE_NAME = "<playbook>"
+MAX_LOG = 1_000_000
+
+
+class CallError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def _bind(fn, args):
+    sig = inspect.signature(fn)
+    pos, kw = [], {}
+    used = set()
+    var_kw = False
+    for name, p in sig.parameters.items():
+        if p.kind == p.VAR_KEYWORD:
+            var_kw = True
+            continue
+        if p.kind == p.VAR_POSITIONAL:
+            continue
+        if name in args:
+            used.add(name)
+            if p.kind == p.POSITIONAL_ONLY:
+                pos.append(args[name])
+            else:
+                kw[name] = args[name]
+        elif p.default is p.empty:
+            raise CallError(
+                "missing_argument",
+                "main() parameter '%s' has no value: args has %s" % (name, ", ".join(sorted(args)) or "no keys"),
+            )
+    if var_kw:
+        for k, v in args.items():
+            if k not in used:
+                kw[k] = v
+    return pos, kw
+
+
+def _traceback(exc):
+    te = traceback.TracebackException.from_exception(exc)
+    frames = [f for f in te.stack if os.path.abspath(f.filename) != RUNNER_FILE]
+    te.stack = traceback.StackSummary.from_list(frames)
+    return "".join(te.format())
+
+
+def _run(req):
+    code = req.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise CallError("bad_config", "python tool needs code")
+    args = req.get("args") or {}
+    libs = req.get("libs") or {}
+    g = {"__name__": "__playflow__", "__builtins__": __builtins__, "args": args}
+    for k, v in args.items():
+        if isinstance(k, str) and k.isidentifier():
+            g[k] = v
+    for alias, module in libs.items():
+        try:
+            g[alias] = importlib.import_module(module)
+        except ImportError as e:
+            raise CallError(
+                "missing_library",
+                "library '%s' (libs.%s) is not installed in the worker's python: %s" % (module, alias, e),
+            )
+    linecache.cache[CODE_NAME] = (len(code), None, code.splitlines(True), CODE_NAME)
+    compiled = compile(code, CODE_NAME, "exec")
+    exec(compiled, g)
+    main = g.get("main")
+    if callable(main):
+        pos, kw = _bind(main, args)
+        out = main(*pos, **kw)
+        if inspect.isawaitable(out):
+            async def _await():
+                return await out
+            out = asyncio.run(_await())
+        return out
+    return g.get("result")
+
+
+def main():
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, "r")
+    sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1)
+
+    def send(obj):
+        proto_out.write(json.dumps(obj, allow_nan=False) + "\n")
+        proto_out.flush()
+
+    send({"ready": True, "pid": os.getpid(), "python": sys.version.split()[0]})
+    reader = io.BufferedReader(proto_in, 1 << 16)
+    while True:
+        line = reader.readline()
+        if not line:
+            return
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": str(e), "code": "protocol"}})
+            continue
+        rid = req.get("id")
+        buf = io.StringIO()
+        recycle = False
+        outcome = None
+        cwd = os.getcwd()
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                result = _run(req)
+            try:
+                text = json.dumps(result, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise CallError("not_serialisable", "result is not JSON-serialisable: %s" % e)
+            outcome = '{"id": %s, "ok": true, "result": %s' % (json.dumps(rid), text)
+        except CallError as e:
+            outcome = {"type": "CallError", "message": str(e), "code": e.code, "traceback": None}
+        except SystemExit as e:
+            recycle = True
+            outcome = {"type": "SystemExit", "message": "code called sys.exit(%r)" % (e.code,), "code": "exit", "traceback": _traceback(e)}
+        except BaseException as e:  # noqa: B902 - user code may raise anything, KeyboardInterrupt included
+            recycle = not isinstance(e, Exception)
+            outcome = {"type": type(e).__name__, "message": str(e), "code": "python_error", "traceback": _traceback(e)}
+        finally:
+            try:
+                os.chdir(cwd)
+            except OSError:
+                pass
+        log = buf.getvalue()
+        if len(log) > MAX_LOG:
+            log = log[:MAX_LOG] + "\n[log truncated at %d characters]" % MAX_LOG
+        if isinstance(outcome, str):
+            proto_out.write(outcome + ', "log": ' + json.dumps(log) + "}\n")
+            proto_out.flush()
+        else:
+            send({"id": rid, "ok": False, "error": outcome, "log": log, "recycle": recycle})
+
+
+if __name__ == "__main__":
+    main()
