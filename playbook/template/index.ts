@@ -1,19 +1,54 @@
 /**
- * Templating API (Jinja2-compatible, on nunjucks). FIRST CUT, to be hardened by the template
- * work: sandboxing, Jinja filters and methods, the undefined rules and the context builder.
- * The exported names and signatures below are the contract the engine and worker use.
+ * Templating API (Jinja2-compatible, on nunjucks, sandboxed). The engine, the server's render
+ * endpoint and the worker use these functions; the implementation lives beside this file:
+ *   engine.ts   compilation with Playflow's runtime, LRU cache of compiled templates
+ *   sandbox.ts  refused names, own-property-only member access
+ *   python.ts   Python semantics (truthiness, ==, in, arithmetic) and Python-style methods
+ *   filters.ts  Jinja filters and tests
+ *   context.ts  buildContext (the spec's "Template context") and result views
+ *
+ * Rules (DESIGN §5):
+ * - a string that is exactly one `{{ expr }}` (surrounding whitespace allowed) renders to the
+ *   expression's native value: list, dict, number, boolean, null;
+ * - any other string interpolates: strings as is, numbers and booleans in JSON spelling
+ *   (`true`), null as '', lists and dicts as JSON;
+ * - undefined is strict in rendering: a whole-expression template whose value is undefined, and an
+ *   interpolated `{{ … }}` whose value is undefined, throw TemplateError naming the variable and
+ *   the field (Jinja's StrictUndefined). Undefined may still be tested and defaulted:
+ *   `x is defined`, `x | default(1)`, `x.y if x is defined else 0` never throw; a missing
+ *   attribute of a missing object is simply undefined;
+ * - conditions (`evalCondition`) treat undefined — and any error caused by a missing or
+ *   mistyped value, e.g. `missing > 1` or `'a' in missing` — as false. Syntax errors and sandbox
+ *   violations are not hidden: they throw TemplateError (a playbook bug, not a data condition);
+ * - untrusted templates cannot reach JavaScript internals (see sandbox.ts): refused names throw
+ *   TemplateError with kind 'security', in rendering and in conditions alike.
  */
-import nunjucks from 'nunjucks';
 import type { Json } from '../types.js';
+import { SecurityError, UndefinedValueError } from './sandbox.js';
+import { TemplateSyntaxError, compileExpression, compileTemplate, run, takeMissing, type Compiled } from './engine.js';
+import { isSafeString, truthy } from './python.js';
+
+export { buildContext, resultView, isHttpEnvelope, type ContextParts, type TemplateContext } from './context.js';
+export { addFilter, cacheSize, clearCache, cacheStats } from './engine.js';
+export { DENIED_NAMES } from './sandbox.js';
+
+export type TemplateErrorKind = 'undefined' | 'syntax' | 'security' | 'type';
 
 export class TemplateError extends Error {
+  /** What went wrong: a missing value, a template that does not parse, a refused access, a bad operation. */
+  readonly kind: TemplateErrorKind;
+  /** The template text that failed. */
+  readonly template?: string;
   constructor(
     message: string,
     readonly field?: string,
     readonly variable?: string,
+    extra: { kind?: TemplateErrorKind; template?: string } = {},
   ) {
     super(message);
     this.name = 'TemplateError';
+    this.kind = extra.kind ?? 'undefined';
+    this.template = extra.template;
   }
 }
 
@@ -24,8 +59,68 @@ export interface RenderOptions {
   defer?: (template: string) => boolean;
 }
 
-const env = new nunjucks.Environment(null, { autoescape: false, throwOnUndefined: false });
-const WHOLE = /^\s*\{\{([\s\S]*?)\}\}\s*$/;
+const TEMPLATE_MARK = /\{\{|\{%|\{#/;
+
+function isTemplate(s: string): boolean {
+  return TEMPLATE_MARK.test(s);
+}
+
+function quote(template: string): string {
+  const t = template.length > 200 ? `${template.slice(0, 197)}...` : template;
+  return `'${t}'`;
+}
+
+/** Converts any failure to TemplateError with the field and variable; passes TemplateError through. */
+function toTemplateError(e: unknown, template: string, field: string | undefined): TemplateError {
+  if (e instanceof TemplateError) return e;
+  const where = `${quote(template)}${field ? ` in ${field}` : ''}`;
+  if (e instanceof SecurityError) {
+    return new TemplateError(`${where}: ${e.message}`, field, e.attribute, { kind: 'security', template });
+  }
+  if (e instanceof TemplateSyntaxError) {
+    return new TemplateError(`${where}: template syntax error: ${e.message}`, field, undefined, { kind: 'syntax', template });
+  }
+  if (e instanceof UndefinedValueError) {
+    const kind: TemplateErrorKind = e.variable ? 'undefined' : 'type';
+    return new TemplateError(`${where}: ${e.message}`, field, e.variable, { kind, template });
+  }
+  const msg = e instanceof Error ? e.message : String(e);
+  return new TemplateError(`${where}: ${msg}`, field, undefined, { kind: 'type', template });
+}
+
+/**
+ * Native value → JSON value: SafeString → string, undefined members dropped (null in lists),
+ * NaN/Infinity → null, result views → their enumerable body. The result never shares
+ * structure with the context, so callers may keep or mutate it.
+ */
+function toJson(v: unknown, template: string, field: string | undefined): Json {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'string' || typeof v === 'boolean') return v;
+  if (typeof v === 'number') return Number.isFinite(v) ? v : null;
+  if (typeof v === 'function') {
+    throw new TemplateError(`${quote(template)}${field ? ` in ${field}` : ''}: a function is not a value (call it?)`, field, undefined, { kind: 'type', template });
+  }
+  if (isSafeString(v)) return String(v);
+  if (Array.isArray(v)) return v.map((x) => (x === undefined ? null : toJson(x, template, field)));
+  if (v instanceof Map) return toJson(Object.fromEntries(v), template, field);
+  if (typeof v === 'object') {
+    const out: { [k: string]: Json } = {};
+    for (const k of Object.keys(v)) {
+      const x = (v as Record<string, unknown>)[k];
+      if (x !== undefined && typeof x !== 'function') out[k] = toJson(x, template, field);
+    }
+    return out;
+  }
+  return String(v);
+}
+
+function compile(template: string, field: string | undefined): Compiled {
+  try {
+    return compileTemplate(template);
+  } catch (e) {
+    throw toTemplateError(e, template, field);
+  }
+}
 
 /** Renders a value recursively; a string that is exactly one `{{ expr }}` gives the native value. */
 export function renderValue(value: Json | undefined, ctx: object, opts: RenderOptions = {}): Json {
@@ -40,31 +135,92 @@ export function renderValue(value: Json | undefined, ctx: object, opts: RenderOp
 }
 
 export function renderString(template: string, ctx: object, opts: RenderOptions = {}): Json {
-  if (!template.includes('{{') && !template.includes('{%')) return template;
+  if (!isTemplate(template)) return template;
   if (opts.defer?.(template)) return template;
-  const whole = WHOLE.exec(template);
-  if (whole && !whole[1].includes('}}')) {
-    const v = evalExpression(whole[1], ctx);
-    if (v === undefined) throw new TemplateError(`'${whole[1].trim()}' is undefined in ${opts.field ?? 'template'}`, opts.field, whole[1].trim());
-    return v as Json;
-  }
-  return env.renderString(template, ctx as Record<string, unknown>);
-}
-
-/** Evaluates a bare expression (`a.b > 1`) or a `{{ … }}` template to its native value. */
-export function evalExpression(expr: string, ctx: object): unknown {
-  const m = WHOLE.exec(expr);
-  const body = m ? m[1] : expr;
-  let out: unknown;
-  env.renderString(`{{ __capture(${body}) }}`, { ...(ctx as object), __capture: (v: unknown) => { out = v; return ''; } });
-  return out;
-}
-
-/** Conditions treat undefined (and render errors on missing names) as false. */
-export function evalCondition(expr: string, ctx: object): boolean {
+  const compiled = compile(template, opts.field);
+  let v: unknown;
   try {
-    return Boolean(evalExpression(expr, ctx));
-  } catch {
+    v = run(compiled, ctx);
+  } catch (e) {
+    throw toTemplateError(e, template, opts.field);
+  }
+  if (compiled.kind === 'template') return v as string;
+  if (v === undefined) {
+    throw toTemplateError(new UndefinedValueError(undefinedMessage(), missingVariable()), template, opts.field);
+  }
+  return toJson(v, template, opts.field);
+}
+
+// The engine records the last undefined lookup of the expression just evaluated.
+function undefinedMessage(): string {
+  return takeMissing()?.message ?? 'value is undefined';
+}
+function missingVariable(): string | undefined {
+  return takeMissing()?.variable;
+}
+
+/**
+ * Evaluates a bare expression (`a.b > 1`, as written in `when:`) or a `{{ … }}` template to its
+ * native value. An undefined result is returned as undefined (not an error); other failures
+ * throw TemplateError. A string with text around its `{{ }}` renders to a string.
+ */
+export function evalExpression(expr: string, ctx: object): unknown {
+  const src = String(expr);
+  let compiled: Compiled;
+  try {
+    compiled = isTemplate(src) ? compileTemplate(src) : compileExpression(src);
+  } catch (e) {
+    throw toTemplateError(e, src, undefined);
+  }
+  try {
+    const v = run(compiled, ctx);
+    return isSafeString(v) ? String(v) : v;
+  } catch (e) {
+    throw toTemplateError(e, src, undefined);
+  }
+}
+
+/**
+ * Conditions: Python truthiness (`[]`, `{}`, `''`, 0, none are false); undefined values and
+ * errors caused by missing or mistyped data are false. Syntax errors and sandbox violations
+ * throw TemplateError (kind 'syntax' / 'security'). A boolean is accepted as is (YAML `when: true`).
+ */
+export function evalCondition(expr: string, ctx: object): boolean {
+  if (typeof expr !== 'string') return truthy(expr);
+  try {
+    return truthy(evalExpression(expr, ctx));
+  } catch (e) {
+    if (e instanceof TemplateError && (e.kind === 'syntax' || e.kind === 'security')) throw e;
     return false;
   }
 }
+
+/**
+ * Checks that a template (or, with `expression: true`, a bare `when:` expression) compiles and
+ * uses nothing the sandbox refuses, without rendering. Returns the problem, or undefined.
+ * For playbook validation.
+ */
+export function checkTemplate(template: string, opts: { expression?: boolean; field?: string } = {}): TemplateError | undefined {
+  try {
+    if (opts.expression && !isTemplate(template)) compileExpression(template);
+    else if (isTemplate(template)) compileTemplate(template);
+    return undefined;
+  } catch (e) {
+    return toTemplateError(e, template, opts.field);
+  }
+}
+
+/**
+ * True when the template refers to the top-level name `name` (e.g. `keychain`), for `defer`:
+ * `renderValue(tool, ctx, { defer: (t) => referencesName(t, 'keychain') })`.
+ */
+export function referencesName(template: string, name: string): boolean {
+  if (!isTemplate(template)) return false;
+  const re = new RegExp(`(^|[^\\w.'"])${name.replace(/[^\w]/g, '')}\\b`);
+  // Only the expression parts count: text outside {{ }} / {% %} is not a reference.
+  const parts = template.match(/\{\{[\s\S]*?\}\}|\{%[\s\S]*?%\}/g) ?? [];
+  return parts.some((p) => re.test(p.replace(/'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"/g, '""')));
+}
+
+/** `defer` predicate for the engine: leaves `keychain.*` references for the worker. */
+export const deferKeychain = (template: string): boolean => referencesName(template, 'keychain');

@@ -1,0 +1,466 @@
+/**
+ * Playflow's template engine: nunjucks' parser and code generator, with Playflow's own runtime.
+ *
+ * nunjucks compiles a template to JavaScript that calls a `runtime` object for every variable,
+ * member access, call, `in` and output. Instead of patching the global `nunjucks.runtime` (which
+ * would change nunjucks for every other user in the process) this module hands the compiled code
+ * its own runtime object and its own environment, and adjusts code generation on a per-compiler
+ * instance basis (no nunjucks prototype is modified):
+ *
+ * - member access, calls and variable lookups go through the sandbox (sandbox.ts);
+ * - truthiness, `and`/`or`/`not`, comparisons, `in`, arithmetic and `~` follow Python (python.ts):
+ *   `[] ` is false, `[1] == [1]`, `1 < x < 3` chains, `'%s' % x` formats;
+ * - `True`/`False`/`None` are literals as in Jinja2;
+ * - `value.method(args)` calls Python-style methods (`d.get('k', 0)`, `s.split(',')`);
+ * - `{% include %}`, `{% import %}`, `{% extends %}`, `{% block %}` and extensions are refused
+ *   (templates are self-contained values of a playbook, there is no loader).
+ *
+ * Compiled templates are kept in a bounded LRU keyed by the template string.
+ */
+import nunjucks from 'nunjucks';
+import { SecurityError, UndefinedValueError, checkName, getAttr, ownLookup } from './sandbox.js';
+import { arith, callMethod, compare, concat, neg, pyIn, toText, truthy } from './python.js';
+import { makeFilters, makeTests } from './filters.js';
+
+const { parser, nodes, compiler, runtime: nunjucksRuntime, lib } = nunjucks as any;
+
+/** A template that does not parse, or uses a refused construct; carries nunjucks' position. */
+export class TemplateSyntaxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TemplateSyntaxError';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment: one per process, with Playflow's filters, tests and globals only.
+
+const env: any = new nunjucks.Environment(null, { autoescape: false, throwOnUndefined: false });
+{
+  const tests = makeTests();
+  const filters = makeFilters(tests);
+  env.tests = Object.assign(Object.create(null), tests);
+  env.filters = Object.assign(Object.create(null), filters);
+  const g = env.globals as Record<string, unknown>;
+  // nunjucks' own globals (range, cycler, joiner) are functions: callable, with no readable
+  // members (sandbox). lipsum is dropped: templates must be deterministic.
+  env.globals = Object.assign(Object.create(null), { range: g.range, cycler: g.cycler, joiner: g.joiner });
+}
+
+/** Extra filters may be added by the application (names are checked by the sandbox). */
+export function addFilter(name: string, fn: (...args: any[]) => unknown): void {
+  checkName(name);
+  env.filters[name] = fn;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime given to compiled code.
+
+/** Describes the most recent undefined lookup of the expression being evaluated. */
+let lastMissing: { message: string; variable: string } | undefined;
+
+export function resetMissing(): void {
+  lastMissing = undefined;
+}
+export function takeMissing(): { message: string; variable: string } | undefined {
+  return lastMissing;
+}
+
+class SandboxContext {
+  private readonly overlay: Record<string, unknown> = Object.create(null);
+  constructor(
+    readonly env: unknown,
+    private readonly data: object,
+  ) {}
+  lookup(name: string): unknown {
+    if (Object.prototype.hasOwnProperty.call(this.overlay, name)) return this.overlay[name];
+    const r = ownLookup(this.data, name);
+    if (r.found) return r.value;
+    return (env.globals as Record<string, unknown>)[name];
+  }
+  setVariable(name: string, value: unknown): void {
+    checkName(name);
+    this.overlay[name] = value;
+  }
+  getVariables(): Record<string, unknown> {
+    return { ...this.data, ...this.overlay };
+  }
+  addExport(): void {}
+  getExported(): Record<string, unknown> {
+    return {};
+  }
+}
+
+function isOwnError(e: unknown): boolean {
+  return e instanceof SecurityError || e instanceof UndefinedValueError || e instanceof TemplateSyntaxError;
+}
+
+const rt: any = Object.create(nunjucksRuntime);
+Object.assign(rt, {
+  contextOrFrameLookup(context: SandboxContext, frame: any, name: string): unknown {
+    checkName(name);
+    const v = frame.lookup(name);
+    if (v !== undefined) return v;
+    const c = context.lookup(name);
+    if (c === undefined) lastMissing = { message: `'${name}' is undefined`, variable: name };
+    return c;
+  },
+  memberLookup(obj: unknown, key: unknown, path?: string): unknown {
+    const v = getAttr(obj, key);
+    if (v === undefined && obj !== undefined && obj !== null) {
+      const variable = path ? `${path}.${String(key)}` : String(key);
+      lastMissing = { message: path ? `'${path}' has no attribute '${String(key)}'` : `no attribute '${String(key)}'`, variable };
+    }
+    return v;
+  },
+  callWrap(fn: unknown, name: string, _context: unknown, args: unknown[]): unknown {
+    if (typeof fn !== 'function') {
+      throw new UndefinedValueError(fn === undefined ? `'${name}' is undefined and cannot be called` : `'${name}' is not callable`, name);
+    }
+    return (fn as (...a: unknown[]) => unknown)(...args);
+  },
+  callMethod(obj: unknown, key: unknown, args: unknown[], path?: string): unknown {
+    if (obj === undefined && path) throw new UndefinedValueError(`'${path}' is undefined, cannot call '${String(key)}()'`, path);
+    return callMethod(obj, key, args);
+  },
+  inOperator: pyIn,
+  truthy,
+  and: (a: unknown, b: () => unknown): unknown => (truthy(a) ? b() : a),
+  or: (a: unknown, b: () => unknown): unknown => (truthy(a) ? a : b()),
+  arith,
+  concat,
+  neg,
+  compareChain(first: unknown, rest: [string, unknown][]): boolean {
+    let left = first;
+    for (const [op, right] of rest) {
+      if (!compare(op, left, right)) return false;
+      left = right;
+    }
+    return true;
+  },
+  mark(): void {
+    lastMissing = undefined;
+  },
+  /** Output of `{{ … }}` inside a larger string: strict about undefined (Jinja StrictUndefined). */
+  out(v: unknown): string {
+    if (v === undefined) {
+      const m = lastMissing;
+      throw new UndefinedValueError(m ? m.message : 'value is undefined', m?.variable);
+    }
+    return toText(v);
+  },
+  suppressValue(v: unknown): string {
+    return toText(v);
+  },
+  handleError(e: unknown, lineno: number, colno: number): unknown {
+    if (isOwnError(e)) return e;
+    return nunjucksRuntime.handleError(e, lineno, colno);
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// Compile-time checks.
+
+const REFUSED_NODES = new Set(['Include', 'Import', 'FromImport', 'Extends', 'Block', 'Super', 'TemplateRef', 'CallExtension', 'CallExtensionAsync', 'FilterAsync']);
+
+function walk(node: any, visit: (n: any) => void): void {
+  if (!node || typeof node !== 'object') return;
+  if (Array.isArray(node)) {
+    node.forEach((n) => walk(n, visit));
+    return;
+  }
+  if (!(node instanceof nodes.Node)) return;
+  visit(node);
+  for (const f of node.fields as string[]) walk(node[f], visit);
+}
+
+function checkAst(ast: any): void {
+  walk(ast, (n) => {
+    const t = n.typename as string;
+    if (REFUSED_NODES.has(t)) throw new TemplateSyntaxError(`'${t.toLowerCase()}' is not allowed in templates`);
+    if (t === 'Symbol') checkName(n.value);
+    if (t === 'LookupVal' && n.val instanceof nodes.Literal) checkName(n.val.value);
+    if (t === 'Filter') checkName(n.name.value);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Code generation adjustments, applied to each compiler instance.
+
+const PY_LITERALS: Record<string, string> = { True: 'true', False: 'false', None: 'null' };
+
+function nodeName(c: any, node: any): string {
+  try {
+    return c._getNodeName(node).replace(/\["([^"]*)"\]/g, '.$1');
+  } catch {
+    return '--expression--';
+  }
+}
+
+function patchCompiler(c: any): void {
+  const emit = (s: string) => c._emit(s);
+  const bin = (fn: string, op?: string) => (node: any, frame: any) => {
+    emit(`runtime.${fn}(`);
+    if (op) emit(`${JSON.stringify(op)}, `);
+    c.compile(node.left, frame);
+    emit(', ');
+    c.compile(node.right, frame);
+    emit(')');
+  };
+  const origSymbol = c.compileSymbol;
+  c.compileSymbol = (node: any, frame: any) => {
+    if (Object.prototype.hasOwnProperty.call(PY_LITERALS, node.value) && !frame.lookup(node.value)) emit(PY_LITERALS[node.value]);
+    else origSymbol.call(c, node, frame);
+  };
+  c.compileLookupVal = (node: any, frame: any) => {
+    emit('runtime.memberLookup((');
+    c._compileExpression(node.target, frame);
+    emit('),');
+    c._compileExpression(node.val, frame);
+    emit(`, ${JSON.stringify(nodeName(c, node.target))})`);
+  };
+  const origFunCall = c.compileFunCall;
+  c.compileFunCall = (node: any, frame: any) => {
+    if (node.name instanceof nodes.LookupVal) {
+      emit(`(lineno = ${node.lineno}, colno = ${node.colno}, runtime.callMethod((`);
+      c._compileExpression(node.name.target, frame);
+      emit('),');
+      c._compileExpression(node.name.val, frame);
+      emit(', ');
+      c._compileAggregate(node.args, frame, '[', ']');
+      emit(`, ${JSON.stringify(nodeName(c, node.name.target))}))`);
+    } else origFunCall.call(c, node, frame);
+  };
+  c.compileIn = bin('inOperator');
+  c.compileAdd = bin('arith', '+');
+  c.compileSub = bin('arith', '-');
+  c.compileMul = bin('arith', '*');
+  c.compileDiv = bin('arith', '/');
+  c.compileFloorDiv = bin('arith', '//');
+  c.compileMod = bin('arith', '%');
+  c.compilePow = bin('arith', '**');
+  c.compileConcat = bin('concat');
+  c.compileNeg = (node: any, frame: any) => {
+    emit('runtime.neg(');
+    c.compile(node.target, frame);
+    emit(')');
+  };
+  c.compileNot = (node: any, frame: any) => {
+    emit('!runtime.truthy(');
+    c.compile(node.target, frame);
+    emit(')');
+  };
+  const lazy = (fn: string) => (node: any, frame: any) => {
+    emit(`runtime.${fn}(`);
+    c.compile(node.left, frame);
+    emit(', () => (');
+    c.compile(node.right, frame);
+    emit('))');
+  };
+  c.compileAnd = lazy('and');
+  c.compileOr = lazy('or');
+  c.compileInlineIf = (node: any, frame: any) => {
+    emit('(runtime.truthy(');
+    c.compile(node.cond, frame);
+    emit(') ? (');
+    c.compile(node.body, frame);
+    emit(') : (');
+    if (node.else_ !== null && node.else_ !== undefined) c.compile(node.else_, frame);
+    else emit('""');
+    emit('))');
+  };
+  c.compileCompare = (node: any, frame: any) => {
+    emit('runtime.compareChain(');
+    c.compile(node.expr, frame);
+    emit(', [');
+    node.ops.forEach((op: any, i: number) => {
+      if (i > 0) emit(', ');
+      emit(`[${JSON.stringify(op.type)}, `);
+      c.compile(op.expr, frame);
+      emit(']');
+    });
+    emit('])');
+  };
+  const origIf = c.compileIf;
+  c.compileIf = (node: any, frame: any, async?: boolean) => {
+    // Python truthiness for `{% if %}`: not(not(x)) compiles to runtime.truthy(x).
+    node.cond = new nodes.Not(node.lineno, node.colno, new nodes.Not(node.lineno, node.colno, node.cond));
+    origIf.call(c, node, frame, async);
+  };
+  c.compileOutput = (node: any, frame: any) => {
+    for (const child of node.children) {
+      if (child instanceof nodes.TemplateData) {
+        if (child.value) {
+          emit(`${c.buffer} += `);
+          c.compileLiteral(child, frame);
+          c._emitLine(';');
+        }
+      } else {
+        emit(`${c.buffer} += runtime.out((runtime.mark(), `);
+        c.compile(child, frame);
+        c._emitLine('));');
+      }
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compilation and cache.
+
+type RootFn = (env: unknown, context: unknown, frame: unknown, runtime: unknown, cb: (err: unknown, res?: string) => void) => void;
+type ExprFn = (env: unknown, context: unknown, frame: unknown, runtime: unknown) => unknown;
+
+export type Compiled = { kind: 'expr'; fn: ExprFn; source: string } | { kind: 'template'; fn: RootFn };
+
+function parse(src: string): any {
+  try {
+    return parser.parse(src, [], env.opts);
+  } catch (e) {
+    throw new TemplateSyntaxError(cleanNunjucksMessage(e));
+  }
+}
+
+export function cleanNunjucksMessage(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  // nunjucks: "(unknown path) [Line 1, Column 5]\n  parseAggregate: expected comma after expression"
+  const m = /\[Line (\d+), Column (\d+)\]\s*\n?\s*(?:Error: )?([\s\S]*)$/.exec(msg);
+  if (m) return `${m[3].trim()} (line ${m[1]}, column ${m[2]})`;
+  return msg.replace(/^\(unknown path\)\s*/, '').trim();
+}
+
+/** A template whose only content is one `{{ expression }}` (surrounding whitespace allowed). */
+function wholeExpression(ast: any): any | undefined {
+  const exprs: any[] = [];
+  for (const child of ast.children as any[]) {
+    if (!(child instanceof nodes.Output)) return undefined;
+    for (const o of child.children as any[]) {
+      if (o instanceof nodes.TemplateData) {
+        if (String(o.value).trim() !== '') return undefined;
+      } else exprs.push(o);
+    }
+  }
+  return exprs.length === 1 && ast.children.length <= 3 ? exprs[0] : undefined;
+}
+
+function compileAst(src: string, ast: any, exprOnly: boolean): Compiled {
+  checkAst(ast);
+  const c = new compiler.Compiler('template', false);
+  patchCompiler(c);
+  try {
+    if (exprOnly) {
+      const expr = wholeExpression(ast);
+      if (!expr) throw new TemplateSyntaxError(`not a single expression: ${src}`);
+      c._compileExpression(expr, new nunjucksRuntime.Frame());
+      const body = c.getCode();
+      const fn = new Function(`return function expr(env, context, frame, runtime) { var lineno = 0; var colno = 0; return (${body}); };`)() as ExprFn;
+      return { kind: 'expr', fn, source: src };
+    }
+    // nunjucks' transformer only matters for async filters and blocks, both refused here.
+    c.compile(ast);
+    const props = new Function(c.getCode())() as { root: RootFn };
+    return { kind: 'template', fn: props.root };
+  } catch (e) {
+    if (isOwnError(e)) throw e;
+    throw new TemplateSyntaxError(cleanNunjucksMessage(e));
+  }
+}
+
+class Lru<V> {
+  private readonly map = new Map<string, V>();
+  constructor(private readonly max: number) {}
+  get(k: string): V | undefined {
+    const v = this.map.get(k);
+    if (v !== undefined) {
+      this.map.delete(k);
+      this.map.set(k, v);
+    }
+    return v;
+  }
+  set(k: string, v: V): void {
+    this.map.delete(k);
+    this.map.set(k, v);
+    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as string);
+  }
+  get size(): number {
+    return this.map.size;
+  }
+  clear(): void {
+    this.map.clear();
+  }
+}
+
+const CACHE_SIZE = 5000;
+const cache = new Lru<Compiled | TemplateSyntaxError | SecurityError>(CACHE_SIZE);
+
+export const cacheStats = { hits: 0, misses: 0 };
+
+export function cacheSize(): number {
+  return cache.size;
+}
+export function clearCache(): void {
+  cache.clear();
+}
+
+function cached(key: string, make: () => Compiled): Compiled {
+  const hit = cache.get(key);
+  if (hit !== undefined) {
+    cacheStats.hits++;
+    if (hit instanceof Error) throw hit;
+    return hit;
+  }
+  cacheStats.misses++;
+  try {
+    const v = make();
+    cache.set(key, v);
+    return v;
+  } catch (e) {
+    if (e instanceof TemplateSyntaxError || e instanceof SecurityError) cache.set(key, e);
+    throw e;
+  }
+}
+
+/** Compiles a template string: a whole `{{ expr }}` becomes an expression, the rest a template. */
+export function compileTemplate(src: string): Compiled {
+  return cached(`t:${src}`, () => {
+    const ast = parse(src);
+    return compileAst(src, ast, wholeExpression(ast) !== undefined);
+  });
+}
+
+/** Compiles a bare expression (`a.b > 1`, as written in `when:`). */
+export function compileExpression(expr: string): Compiled {
+  return cached(`e:${expr}`, () => {
+    if (/^\s*$/.test(expr)) throw new TemplateSyntaxError('empty expression');
+    const src = `{{ ${expr} }}`;
+    const ast = parse(src);
+    if (!wholeExpression(ast)) throw new TemplateSyntaxError(`not a single expression: ${expr}`);
+    return compileAst(src, ast, true);
+  });
+}
+
+/** Runs a compiled template; returns the native value (expression) or the rendered string. */
+export function run(compiled: Compiled, data: object): unknown {
+  const context = new SandboxContext(env, data);
+  const frame = new nunjucksRuntime.Frame();
+  lastMissing = undefined;
+  if (compiled.kind === 'expr') {
+    try {
+      return compiled.fn(env, context, frame, rt);
+    } catch (e) {
+      if (isOwnError(e)) throw e;
+      if (e instanceof lib.TemplateError) throw new UndefinedValueError(cleanNunjucksMessage(e));
+      throw new UndefinedValueError((e as Error)?.message ?? String(e));
+    }
+  }
+  let out: string | undefined;
+  let err: unknown;
+  compiled.fn(env, context, frame, rt, (e, res) => {
+    err = e;
+    out = res;
+  });
+  if (err) {
+    if (isOwnError(err)) throw err;
+    throw new UndefinedValueError(cleanNunjucksMessage(err));
+  }
+  return out ?? '';
+}

@@ -1,0 +1,440 @@
+/**
+ * Jinja2 filters and tests, installed on Playflow's own nunjucks environment (never on a global).
+ * Every filter that reads attributes by name goes through the sandbox's `getPath`, so
+ * `map(attribute='constructor')`, `attr('__proto__')`, `sort(attribute='constructor')` are refused.
+ */
+import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
+import { cmp, isPlainObject, jsonReplacer, keysOf, pyEq, pyIn, toText, truthy, typeName, unsafe } from './python.js';
+
+type Fn = (...args: any[]) => unknown;
+
+/** nunjucks passes keyword arguments as a trailing object marked `__keywords`. */
+function splitKw(args: unknown[]): { pos: unknown[]; kw: Record<string, unknown> } {
+  const last = args[args.length - 1];
+  if (last && typeof last === 'object' && (last as Record<string, unknown>).__keywords === true) {
+    const kw: Record<string, unknown> = {};
+    for (const k of Object.keys(last)) if (k !== '__keywords') kw[k] = (last as Record<string, unknown>)[k];
+    return { pos: args.slice(0, -1), kw };
+  }
+  return { pos: args, kw: {} };
+}
+
+function asList(v: unknown, filter: string): unknown[] {
+  v = unsafe(v);
+  if (v === undefined) throw new UndefinedValueError(`filter '${filter}' applied to an undefined value`);
+  if (v === null) return [];
+  if (Array.isArray(v)) return v;
+  if (typeof v === 'string') return [...v];
+  if (v instanceof Set) return [...v];
+  if (v instanceof Map) return [...v.keys()];
+  if (typeof v === 'object') return keysOf(v);
+  throw new UndefinedValueError(`filter '${filter}' expects a list, got ${typeName(v)}`);
+}
+
+function requireDefined(v: unknown, filter: string): void {
+  if (v === undefined) throw new UndefinedValueError(`filter '${filter}' applied to an undefined value`);
+}
+
+function toInt(v: unknown, dflt = 0, base = 10): number {
+  v = unsafe(v);
+  if (typeof v === 'number') return Number.isFinite(v) ? Math.trunc(v) : dflt;
+  if (typeof v === 'boolean') return Number(v);
+  if (typeof v === 'string') {
+    const s = v.trim().replace(/_/g, '');
+    if (base === 10 && /^[-+]?\d+$/.test(s)) return Number(s);
+    if (base !== 10) {
+      const n = parseInt(s.replace(/^0[xob]/i, ''), base);
+      return Number.isNaN(n) ? dflt : n;
+    }
+    if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s)) return Math.trunc(Number(s)); // Jinja: int('3.7') == 3
+    return dflt;
+  }
+  return dflt;
+}
+
+function toFloat(v: unknown, dflt = 0): number {
+  v = unsafe(v);
+  if (typeof v === 'number') return v;
+  if (typeof v === 'boolean') return Number(v);
+  if (typeof v === 'string') {
+    const s = v.trim();
+    if (/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s)) return Number(s);
+    if (/^[-+]?(inf|infinity)$/i.test(s)) return s.startsWith('-') ? -Infinity : Infinity;
+    return dflt;
+  }
+  return dflt;
+}
+
+/** Attribute getter of `attribute=` arguments; `attribute` may be a dot path or an index. */
+function attrGetter(attribute: unknown): (x: unknown) => unknown {
+  if (attribute === undefined || attribute === null) return (x) => x;
+  if (typeof attribute === 'string') for (const part of attribute.split('.')) checkName(part);
+  return (x) => getPath(x, attribute);
+}
+
+function callTest(tests: Record<string, Fn>, name: unknown, value: unknown, args: unknown[]): boolean {
+  const n = String(name);
+  checkName(n);
+  const t = Object.prototype.hasOwnProperty.call(tests, n) ? tests[n] : undefined;
+  if (!t) throw new UndefinedValueError(`no test named '${n}'`);
+  return t(value, ...args) === true;
+}
+
+function b64encode(s: unknown): string {
+  return Buffer.from(toText(s), 'utf8').toString('base64');
+}
+function b64decode(s: unknown): string {
+  return Buffer.from(toText(s), 'base64').toString('utf8');
+}
+
+function round(v: unknown, precision: unknown = 0, method: unknown = 'common'): number {
+  requireDefined(v, 'round');
+  const n = toFloat(v);
+  const p = Math.pow(10, Number(precision) || 0);
+  const x = n * p;
+  const r = method === 'ceil' ? Math.ceil(x) : method === 'floor' ? Math.floor(x) : Math.sign(x) * Math.round(Math.abs(x));
+  return r / p;
+}
+
+function sortList(value: unknown, reverse: unknown, caseSensitive: unknown, attribute: unknown): unknown[] {
+  const get = attrGetter(attribute);
+  const key = (x: unknown): unknown => {
+    const k = get(x);
+    return !caseSensitive && typeof k === 'string' ? k.toLowerCase() : k;
+  };
+  const out = [...asList(value, 'sort')].sort((a, b) => cmp(key(a), key(b)));
+  return truthy(reverse) ? out.reverse() : out;
+}
+
+export function makeTests(): Record<string, Fn> {
+  const tests: Record<string, Fn> = {
+    defined: (v) => v !== undefined,
+    undefined: (v) => v === undefined,
+    none: (v) => v === null,
+    null: (v) => v === null,
+    boolean: (v) => typeof v === 'boolean',
+    true: (v) => v === true,
+    false: (v) => v === false,
+    number: (v) => typeof v === 'number',
+    integer: (v) => typeof v === 'number' && Number.isInteger(v),
+    float: (v) => typeof v === 'number' && !Number.isInteger(v),
+    string: (v) => typeof unsafe(v) === 'string',
+    mapping: (v) => isPlainObject(v) && !Array.isArray(v),
+    sequence: (v) => Array.isArray(v) || typeof unsafe(v) === 'string',
+    iterable: (v) => Array.isArray(v) || typeof unsafe(v) === 'string' || isPlainObject(v),
+    callable: (v) => typeof v === 'function',
+    lower: (v) => typeof v === 'string' && v === v.toLowerCase(),
+    upper: (v) => typeof v === 'string' && v === v.toUpperCase(),
+    odd: (v) => typeof v === 'number' && Math.abs(v % 2) === 1,
+    even: (v) => typeof v === 'number' && v % 2 === 0,
+    divisibleby: (v, n) => typeof v === 'number' && v % Number(n) === 0,
+    equalto: (a, b) => pyEq(a, b),
+    eq: (a, b) => pyEq(a, b),
+    '==': (a, b) => pyEq(a, b),
+    sameas: (a, b) => a === b,
+    ne: (a, b) => !pyEq(a, b),
+    '!=': (a, b) => !pyEq(a, b),
+    gt: (a, b) => a !== undefined && cmp(a, b) > 0,
+    '>': (a, b) => a !== undefined && cmp(a, b) > 0,
+    greaterthan: (a, b) => a !== undefined && cmp(a, b) > 0,
+    ge: (a, b) => a !== undefined && cmp(a, b) >= 0,
+    '>=': (a, b) => a !== undefined && cmp(a, b) >= 0,
+    lt: (a, b) => a !== undefined && cmp(a, b) < 0,
+    '<': (a, b) => a !== undefined && cmp(a, b) < 0,
+    lessthan: (a, b) => a !== undefined && cmp(a, b) < 0,
+    le: (a, b) => a !== undefined && cmp(a, b) <= 0,
+    '<=': (a, b) => a !== undefined && cmp(a, b) <= 0,
+    in: (a, b) => pyIn(a, b),
+    truthy: (v) => truthy(v),
+    falsy: (v) => !truthy(v),
+    empty: (v) => !truthy(v),
+    escaped: () => false,
+  };
+  return tests;
+}
+
+export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
+  const selectOrReject = (keep: boolean, byAttr: boolean, filter: string) =>
+    function (value: unknown, ...rest: unknown[]): unknown[] {
+      const { pos } = splitKw(rest);
+      let get: (x: unknown) => unknown = (x) => x;
+      let args = pos;
+      if (byAttr) {
+        get = attrGetter(pos[0]);
+        args = pos.slice(1);
+      }
+      const [testName, ...testArgs] = args;
+      return asList(value, filter).filter((item) => {
+        const v = get(item);
+        const ok = testName === undefined ? truthy(v) : callTest(tests, testName, v, testArgs);
+        return ok === keep;
+      });
+    };
+
+  const filters: Record<string, Fn> = {
+    int: (v, dflt = 0, base = 10) => toInt(v, Number(dflt), Number(base)),
+    float: (v, dflt = 0) => toFloat(v, Number(dflt)),
+    string: (v) => {
+      requireDefined(v, 'string');
+      return toText(v);
+    },
+    bool: (v) => {
+      v = unsafe(v);
+      if (typeof v === 'string') return ['true', 'yes', 'on', '1', 'y'].includes(v.trim().toLowerCase());
+      return truthy(v);
+    },
+    length: (v) => {
+      v = unsafe(v);
+      requireDefined(v, 'length');
+      if (v === null) return 0;
+      if (typeof v === 'string' || Array.isArray(v)) return v.length;
+      if (v instanceof Map || v instanceof Set) return v.size;
+      if (typeof v === 'object') return keysOf(v).length;
+      throw new UndefinedValueError(`filter 'length' expects a list, dict or string, got ${typeName(v)}`);
+    },
+    default: (v, dflt = '', boolean = false) => ((truthy(boolean) ? !truthy(v) : v === undefined) ? dflt : v),
+    tojson: (v, indent?: unknown) => {
+      requireDefined(v, 'tojson');
+      const { pos, kw } = splitKw([indent]);
+      const ind = kw.indent ?? pos[0];
+      return JSON.stringify(unsafe(v), jsonReplacer, typeof ind === 'number' ? ind : undefined);
+    },
+    from_json: (v) => {
+      requireDefined(v, 'from_json');
+      try {
+        return JSON.parse(toText(v));
+      } catch (e) {
+        throw new UndefinedValueError(`from_json: ${(e as Error).message}`);
+      }
+    },
+    lower: (v) => (requireDefined(v, 'lower'), toText(v).toLowerCase()),
+    upper: (v) => (requireDefined(v, 'upper'), toText(v).toUpperCase()),
+    capitalize: (v) => {
+      const s = toText(v);
+      return s ? s[0].toUpperCase() + s.slice(1).toLowerCase() : s;
+    },
+    title: (v) => toText(v).replace(/\w\S*/g, (w) => w[0].toUpperCase() + w.slice(1).toLowerCase()),
+    join: (v, sep = '', attribute?: unknown) => {
+      const { pos, kw } = splitKw([sep, attribute].filter((x) => x !== undefined));
+      const get = attrGetter(kw.attribute ?? pos[1]);
+      return asList(v, 'join').map((x) => toText(get(x))).join(toText(pos[0] ?? kw.d ?? ''));
+    },
+    first: (v) => {
+      const l = typeof unsafe(v) === 'string' ? [...String(v)] : asList(v, 'first');
+      return l.length ? l[0] : undefined;
+    },
+    last: (v) => {
+      const l = typeof unsafe(v) === 'string' ? [...String(v)] : asList(v, 'last');
+      return l.length ? l[l.length - 1] : undefined;
+    },
+    round: (v, precision?: unknown, method?: unknown) => {
+      const { pos, kw } = splitKw([precision, method].filter((x) => x !== undefined));
+      return round(v, kw.precision ?? pos[0] ?? 0, kw.method ?? pos[1] ?? 'common');
+    },
+    abs: (v) => {
+      requireDefined(v, 'abs');
+      return Math.abs(toFloat(v));
+    },
+    replace: (v, old, rep, count?: unknown) => {
+      requireDefined(v, 'replace');
+      const s = toText(v);
+      const o = toText(old);
+      const r = toText(rep);
+      if (typeof count !== 'number') return s.split(o).join(r);
+      let out = s;
+      let from = 0;
+      for (let n = 0; n < count; n++) {
+        const i = out.indexOf(o, from);
+        if (i < 0) break;
+        out = out.slice(0, i) + r + out.slice(i + o.length);
+        from = i + r.length;
+      }
+      return out;
+    },
+    trim: (v, chars?: unknown) => {
+      requireDefined(v, 'trim');
+      const s = toText(v);
+      if (chars === undefined) return s.trim();
+      const set = new Set(String(chars));
+      let a = 0;
+      let b = s.length;
+      while (a < b && set.has(s[a])) a++;
+      while (b > a && set.has(s[b - 1])) b--;
+      return s.slice(a, b);
+    },
+    list: (v) => [...asList(v, 'list')],
+    sum: (v, ...rest) => {
+      const { pos, kw } = splitKw(rest);
+      const get = attrGetter(kw.attribute ?? pos[0]);
+      const start = Number(kw.start ?? pos[1] ?? 0);
+      return asList(v, 'sum').reduce<number>((acc, x) => acc + toFloat(get(x)), start);
+    },
+    min: (v, ...rest) => {
+      const { kw } = splitKw(rest);
+      const get = attrGetter(kw.attribute);
+      const l = asList(v, 'min');
+      return l.length ? l.reduce((a, b) => (cmp(get(b), get(a)) < 0 ? b : a)) : undefined;
+    },
+    max: (v, ...rest) => {
+      const { kw } = splitKw(rest);
+      const get = attrGetter(kw.attribute);
+      const l = asList(v, 'max');
+      return l.length ? l.reduce((a, b) => (cmp(get(b), get(a)) > 0 ? b : a)) : undefined;
+    },
+    unique: (v, ...rest) => {
+      const { kw } = splitKw(rest);
+      const get = attrGetter(kw.attribute);
+      const out: unknown[] = [];
+      const seen: unknown[] = [];
+      for (const x of asList(v, 'unique')) {
+        const k = get(x);
+        if (!seen.some((s) => pyEq(s, k))) {
+          seen.push(k);
+          out.push(x);
+        }
+      }
+      return out;
+    },
+    sort: (v, ...rest) => {
+      const { pos, kw } = splitKw(rest);
+      return sortList(v, kw.reverse ?? pos[0] ?? false, kw.case_sensitive ?? pos[1] ?? false, kw.attribute ?? pos[2]);
+    },
+    reverse: (v) => {
+      v = unsafe(v);
+      if (typeof v === 'string') return [...v].reverse().join('');
+      return [...asList(v, 'reverse')].reverse();
+    },
+    select: selectOrReject(true, false, 'select'),
+    reject: selectOrReject(false, false, 'reject'),
+    selectattr: selectOrReject(true, true, 'selectattr'),
+    rejectattr: selectOrReject(false, true, 'rejectattr'),
+    map: (v, ...rest) => {
+      const { pos, kw } = splitKw(rest);
+      const list = asList(v, 'map');
+      if (kw.attribute !== undefined) {
+        const get = attrGetter(kw.attribute);
+        return list.map((x) => {
+          const r = get(x);
+          return r === undefined && kw.default !== undefined ? kw.default : r;
+        });
+      }
+      const [name, ...args] = pos;
+      if (name === undefined) throw new UndefinedValueError("map needs attribute='…' or a filter name");
+      const f = String(name);
+      checkName(f);
+      if (!Object.prototype.hasOwnProperty.call(filters, f)) throw new UndefinedValueError(`no filter named '${f}'`);
+      return list.map((x) => filters[f](x, ...args));
+    },
+    attr: (v, name) => getAttr(v, name),
+    items: (v) => {
+      v = unsafe(v);
+      requireDefined(v, 'items');
+      if (v === null) return [];
+      if (!isPlainObject(v)) throw new UndefinedValueError(`filter 'items' expects a dict, got ${typeName(v)}`);
+      return keysOf(v).map((k) => [k, v[k]]);
+    },
+    dictsort: (v, caseSensitive = false, by = 'key', reverse = false) => {
+      if (!isPlainObject(v)) throw new UndefinedValueError(`filter 'dictsort' expects a dict, got ${typeName(v)}`);
+      const i = by === 'value' ? 1 : 0;
+      const key = (p: unknown[]): unknown => (!caseSensitive && typeof p[i] === 'string' ? (p[i] as string).toLowerCase() : p[i]);
+      const out = keysOf(v)
+        .map((k) => [k, v[k]])
+        .sort((a, b) => cmp(key(a), key(b)));
+      return truthy(reverse) ? out.reverse() : out;
+    },
+    dict: (v) => {
+      if (isPlainObject(v)) return { ...v };
+      const out: Record<string, unknown> = {};
+      for (const pair of asList(v, 'dict')) {
+        if (!Array.isArray(pair) || pair.length !== 2) throw new UndefinedValueError('filter dict expects a list of pairs');
+        checkName(pair[0]);
+        out[String(pair[0])] = pair[1];
+      }
+      return out;
+    },
+    flatten: (v, levels?: unknown) => asList(v, 'flatten').flat(typeof levels === 'number' ? levels : Infinity),
+    batch: (v, size, fill?: unknown) => {
+      const l = asList(v, 'batch');
+      const n = Math.max(1, Number(size));
+      const out: unknown[][] = [];
+      for (let i = 0; i < l.length; i += n) out.push(l.slice(i, i + n));
+      const lastRow = out[out.length - 1];
+      if (fill !== undefined && lastRow) while (lastRow.length < n) lastRow.push(fill);
+      return out;
+    },
+    slice: (v, count) => {
+      const l = asList(v, 'slice');
+      const n = Math.max(1, Number(count));
+      const per = Math.floor(l.length / n);
+      const extra = l.length % n;
+      const out: unknown[][] = [];
+      let off = 0;
+      for (let i = 0; i < n; i++) {
+        const len = per + (i < extra ? 1 : 0);
+        out.push(l.slice(off, off + len));
+        off += len;
+      }
+      return out;
+    },
+    groupby: (v, attribute) => {
+      const get = attrGetter(attribute);
+      const groups: { grouper: unknown; list: unknown[] }[] = [];
+      for (const x of sortList(v, false, true, attribute)) {
+        const k = get(x);
+        const g = groups.find((gr) => pyEq(gr.grouper, k));
+        if (g) g.list.push(x);
+        else groups.push({ grouper: k, list: [x] });
+      }
+      return groups;
+    },
+    b64encode,
+    b64decode,
+    base64encode: b64encode,
+    base64decode: b64decode,
+    urlencode: (v) => {
+      v = unsafe(v);
+      if (isPlainObject(v)) return keysOf(v).map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(toText(v[k]))}`).join('&');
+      return encodeURIComponent(toText(v));
+    },
+    center: (v, width = 80) => {
+      const s = toText(v);
+      const total = Math.max(0, Number(width) - s.length);
+      return ' '.repeat(Math.floor(total / 2)) + s + ' '.repeat(total - Math.floor(total / 2));
+    },
+    truncate: (v, length = 255, killwords = false, end = '...') => {
+      const s = toText(v);
+      const n = Number(length);
+      if (s.length <= n) return s;
+      if (truthy(killwords)) return s.slice(0, n) + String(end);
+      const cut = s.slice(0, n);
+      const sp = cut.lastIndexOf(' ');
+      return (sp > 0 ? cut.slice(0, sp) : cut) + String(end);
+    },
+    wordcount: (v) => toText(v).split(/\s+/).filter(Boolean).length,
+    indent: (v, width = 4, first = false) => {
+      const pad = typeof width === 'string' ? width : ' '.repeat(Number(width));
+      return toText(v)
+        .split('\n')
+        .map((l, i) => (i === 0 && !truthy(first)) || l === '' ? l : pad + l)
+        .join('\n');
+    },
+    regex_replace: (v, pattern, rep = '', ignorecase = false) => toText(v).replace(new RegExp(String(pattern), truthy(ignorecase) ? 'gi' : 'g'), String(rep)),
+    regex_search: (v, pattern) => {
+      const m = new RegExp(String(pattern)).exec(toText(v));
+      return m ? m[0] : null;
+    },
+    basename: (v) => toText(v).split('/').pop() ?? '',
+    type_debug: (v) => typeName(v),
+  };
+  filters.d = filters.default;
+  filters.count = filters.length;
+  filters.to_json = filters.tojson;
+  filters.dump = filters.tojson;
+  filters.fromjson = filters.from_json;
+  filters.e = (v) => v;
+  filters.escape = (v) => v;
+  filters.safe = (v) => v;
+  return filters;
+}
+
+export { SecurityError };
