@@ -107,6 +107,10 @@ export interface Decision<S extends ExecutionStateView = ExecutionStateView> {
   state: S;
   events: EngineEvent[];
   commands: Command[];
+  /** Commands this decision made obsolete (early loop break, step failure or skip, execution
+   *  failure or cancellation): the server marks their queue rows cancelled; a late call.done
+   *  for one of them is ignored by the engine. Absent when empty. */
+  cancelled_commands?: number[];
 }
 
 export interface Engine<S extends ExecutionStateView = ExecutionStateView> {

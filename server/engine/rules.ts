@@ -1,0 +1,67 @@
+/**
+ * Static analysis of a playbook for the engine (cached per playbook object): step index, entry
+ * step, and which control-flow event each case entry applies to.
+ *
+ * Case-entry event rule (spec: "entries are evaluated only for the event they name"):
+ *  1. an entry whose `when` mentions `event.name` names the events whose names appear in it as
+ *     string literals (`event.name == 'call.done'`, `event.name in ['step.enter', 'step.exit']`);
+ *     if it mentions `event.name` but no known event name literal, it applies to every event and
+ *     its expression decides;
+ *  2. otherwise, an entry that references `response`, `error`, `result`, `page`, `pages` or
+ *     `_retry` (outside string literals) applies to `call.done`;
+ *  3. otherwise it applies to `step.exit`.
+ */
+import type { CaseEntry, Playbook, Step } from '../../playbook/types.js';
+
+export const CONTROL_EVENTS = ['step.enter', 'call.done', 'step.exit', 'worker.done'] as const;
+export type ControlEvent = (typeof CONTROL_EVENTS)[number];
+
+export interface PlaybookIndex {
+  steps: Map<string, Step>;
+  entry: string | null;
+}
+
+const indexes = new WeakMap<Playbook, PlaybookIndex>();
+const entryEvents = new WeakMap<CaseEntry, ReadonlySet<string>>();
+
+export function indexPlaybook(pb: Playbook): PlaybookIndex {
+  let idx = indexes.get(pb);
+  if (!idx) {
+    const steps = new Map<string, Step>();
+    for (const s of pb.workflow) if (!steps.has(s.step)) steps.set(s.step, s);
+    const entry = steps.has('start') ? 'start' : (pb.workflow[0]?.step ?? null);
+    idx = { steps, entry };
+    indexes.set(pb, idx);
+  }
+  return idx;
+}
+
+const STRING_LITERAL = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g;
+const CALL_REFS = /(?<![\w.])(response|error|result|page|pages|_retry)\b/;
+
+export function caseEvents(entry: CaseEntry): ReadonlySet<string> {
+  let set = entryEvents.get(entry);
+  if (!set) {
+    set = classify(entry.when ?? '');
+    entryEvents.set(entry, set);
+  }
+  return set;
+}
+
+export function classify(when: string): ReadonlySet<string> {
+  if (/\bevent\.name\b/.test(when) || /\bevent\[\s*['"]name['"]\s*\]/.test(when)) {
+    const named = new Set<string>();
+    for (const lit of when.match(STRING_LITERAL) ?? []) {
+      const v = lit.slice(1, -1);
+      if ((CONTROL_EVENTS as readonly string[]).includes(v)) named.add(v);
+    }
+    return named.size ? named : new Set(CONTROL_EVENTS);
+  }
+  const code = when.replace(STRING_LITERAL, "''");
+  return new Set([CALL_REFS.test(code) ? 'call.done' : 'step.exit']);
+}
+
+/** Template strings the engine leaves for the worker (secret references). */
+export function isSecretRef(template: string): boolean {
+  return /\bkeychain\s*[.[]/.test(template);
+}
