@@ -1,0 +1,92 @@
+/**
+ * API documentation generated from the route schemas.
+ *
+ * - GET /docs: Swagger UI (@fastify/swagger-ui); GET /docs/json and /docs/yaml: the OpenAPI 3
+ *   document listing every route.
+ * - GET /redoc: a ReDoc page rendering /docs/json. The `redoc` npm package is not a dependency
+ *   (its install pulls a React tool chain into the server image), so the page loads the ReDoc
+ *   standalone bundle from its CDN; without internet access it says so and links to /docs, whose
+ *   Swagger UI assets are served locally.
+ *
+ * Like every endpoint but the probes, these are behind the API token when one is set (a browser
+ * cannot send it): set PLAYFLOW_PUBLIC_ENDPOINTS=docs to serve them openly.
+ */
+import type { FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { AppContext } from './context.js';
+
+export const API_VERSION = '0.1.0';
+const REDOC_BUNDLE = 'https://cdn.redoc.ly/redoc/v2.5.0/bundles/redoc.standalone.js';
+
+const DESCRIPTION = `Playflow server API: catalog, executions, events, worker commands, credentials, keychain and
+variables.
+
+Errors are always \`{"error": {"code", "message", "details"?}}\`: 400 \`bad_request\` (a field failing
+validation; \`details\` lists each with its location) or \`invalid_json\`, 401 \`unauthorized\`, 404
+\`not_found\`, 409/410 on command leases, 422 \`playbook_invalid\` (\`details\` lists every problem with
+its path), 500 \`internal_error\` only for faults.
+
+IDs (execution_id, queue_id, catalog_id) are int64: responses carry them as decimal strings;
+requests accept a string or an integer.
+
+When the server has PLAYFLOW_API_TOKEN set, every endpoint but /health, /healthz and /readyz needs
+\`Authorization: Bearer <token>\`.`;
+
+/** Must run before any route is declared: @fastify/swagger collects routes as they are added. */
+export async function registerOpenApi(app: FastifyInstance, tags: Array<{ name: string; description: string }>) {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'Playflow API', version: API_VERSION, description: DESCRIPTION },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'PLAYFLOW_API_TOKEN' } } },
+      security: [{ bearerAuth: [] }],
+      tags,
+    },
+    // The catalog's wildcard routes (`/api/catalog/playbook/*`) are documented as `{path}`.
+    transform: ({ schema, url }) => {
+      if (!url.includes('*')) return { schema, url };
+      const params = (schema as { params?: { properties?: Record<string, unknown> } } | undefined)?.params;
+      const properties = { ...(params?.properties ?? {}) };
+      if ('*' in properties) {
+        properties.path = properties['*'];
+        delete properties['*'];
+      }
+      return {
+        schema: { ...schema, params: { ...params, type: 'object', required: ['path'], properties } } as typeof schema,
+        url: url.replace('*', ':path'),
+      };
+    },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
+  });
+}
+
+export async function docsRoutes(app: FastifyInstance, _ctx: AppContext) {
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { docExpansion: 'list', deepLinking: true, persistAuthorization: true },
+  });
+
+  const page = `<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Playflow API — ReDoc</title>
+  <style>body{margin:0;font-family:sans-serif} #fallback{display:none;padding:2em}</style>
+</head>
+<body>
+  <div id="fallback">
+    <h1>Playflow API</h1>
+    <p>The ReDoc viewer could not be loaded from its CDN (${REDOC_BUNDLE}).</p>
+    <p>Use <a href="docs">Swagger UI at /docs</a> (served locally) or the raw
+       <a href="docs/json">OpenAPI document at /docs/json</a>.</p>
+  </div>
+  <redoc spec-url="docs/json"></redoc>
+  <script src="${REDOC_BUNDLE}" onerror="document.getElementById('fallback').style.display='block'"></script>
+</body>
+</html>`;
+  app.get('/redoc', { schema: { hide: true } }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
+}

@@ -1,0 +1,95 @@
+/**
+ * Probes and metrics.
+ *
+ * - GET /health, GET /readyz: database (`SELECT 1`) and broker (`ping`) reachability; 200 when
+ *   both are ok, 503 `degraded` otherwise. Never behind the token.
+ * - GET /healthz: liveness only (the process answers); no dependency is checked, so a database
+ *   outage makes pods unready, not restarted. Never behind the token.
+ * - GET /metrics: Prometheus text. Behind the token like the API (scrapers send it as a bearer
+ *   token), unless PLAYFLOW_PUBLIC_ENDPOINTS includes `metrics`.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { HealthCheck, HealthResponse } from '../../client/protocol.js';
+import { metrics, registry } from '../metrics.js';
+import type { AppContext } from './context.js';
+import { errors, ref } from './schemas.js';
+import { routeSchema } from './support.js';
+
+const TAG = 'health';
+const VERSION = '0.1.0';
+const started = Date.now();
+
+async function timed(probe: () => Promise<boolean | void>, timeoutMs: number): Promise<HealthCheck> {
+  const t0 = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const ok = await Promise.race([
+      probe(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+    const latency_ms = Math.round((performance.now() - t0) * 10) / 10;
+    return ok === false ? { status: 'error', latency_ms, error: 'not reachable' } : { status: 'ok', latency_ms };
+  } catch (err) {
+    return { status: 'error', error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function healthRoutes(app: FastifyInstance, { deps, options }: AppContext) {
+  const check = async (): Promise<HealthResponse> => {
+    const [database, broker] = await Promise.all([
+      timed(async () => {
+        await deps.db.pool.query('SELECT 1');
+      }, options.healthTimeoutMs),
+      deps.broker ? timed(() => deps.broker!.ping(), options.healthTimeoutMs) : Promise.resolve<HealthCheck>({ status: 'skipped' }),
+    ]);
+    const ok = database.status === 'ok' && broker.status !== 'error';
+    return {
+      status: ok ? 'ok' : 'degraded',
+      version: VERSION,
+      uptime_seconds: Math.round((Date.now() - started) / 1000),
+      checks: { database, broker },
+    };
+  };
+
+  const healthSchema = (summary: string) =>
+    routeSchema(TAG, summary, {
+      security: [],
+      response: { 200: ref('HealthResponse'), 503: { ...ref('HealthResponse'), description: 'database or broker unreachable' } },
+    });
+
+  for (const url of ['/health', '/readyz']) {
+    app.get(url, { schema: healthSchema(url === '/health' ? 'Health: database and broker reachability' : 'Readiness (same as /health)') }, async (_req, reply) => {
+      const h = await check();
+      return reply.code(h.status === 'ok' ? 200 : 503).send(h);
+    });
+  }
+
+  app.get('/healthz', { schema: routeSchema(TAG, 'Liveness: the process answers (no dependency checks)', { security: [], response: { 200: ref('HealthResponse') } }) }, async () => ({
+    status: 'ok',
+    version: VERSION,
+    uptime_seconds: Math.round((Date.now() - started) / 1000),
+    checks: {},
+  }));
+
+  app.get('/metrics', {
+    schema: routeSchema(TAG, 'Prometheus metrics (text exposition format)', {
+      produces: ['text/plain'],
+      response: { 200: { type: 'string', description: 'Prometheus text format' }, ...errors() },
+    } as never),
+  }, async (req, reply) => {
+    try {
+      const s = await deps.queue.stats();
+      metrics.queueDepth.set({ state: 'queued' }, s.queued);
+      metrics.queueDepth.set({ state: 'leased' }, s.leased);
+      metrics.queueDepth.set({ state: 'delayed' }, s.delayed);
+      metrics.queueOldestAge.set(s.oldest_age_seconds);
+    } catch (err) {
+      req.log.warn({ err }, 'queue stats unavailable for /metrics');
+    }
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
+}

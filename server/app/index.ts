@@ -1,0 +1,91 @@
+/**
+ * The HTTP app: `buildApp(deps, opts)` returns a ready fastify instance (not listening), used by
+ * `playflow server start`, `playflow dev` and the tests (with `app.inject`).
+ *
+ * One plugin per resource, listed in `PLUGINS`. To add a resource (e.g. credentials, keychain,
+ * vars):
+ *   1. write server/app/<name>.ts exporting an `AppPlugin` (`{name, tag, routes(app, ctx)}`);
+ *      declare a `schema` on every route with `routeSchema(tag, summary, {...})` so it is validated
+ *      and appears in /docs; throw AppError (server/errors.ts) for 4xx answers;
+ *   2. add its services to `ServerDeps` (server/services.ts) — optional fields if the core may
+ *      run without them — and read them from `ctx.deps`;
+ *   3. append it to `PLUGINS` below. Auth, error envelope, metrics and OpenAPI apply automatically.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { ServerDeps } from '../services.js';
+import type { AppContext, AppOptions, AppPlugin, ResolvedAppOptions } from './context.js';
+import { catalogRoutes } from './catalog.js';
+import { commandRoutes } from './commands.js';
+import { databaseRoutes } from './database.js';
+import { docsRoutes, registerOpenApi } from './docs.js';
+import { eventRoutes } from './events.js';
+import { executionRoutes } from './executions.js';
+import { healthRoutes } from './health.js';
+import { queueRoutes } from './queue.js';
+import { runtimeRoutes } from './runtime.js';
+import { sharedSchemas } from './schemas.js';
+import {
+  errorHandler, installAuth, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
+} from './support.js';
+
+export type { AppContext, AppOptions, AppPlugin } from './context.js';
+
+export const PLUGINS: AppPlugin[] = [
+  { name: 'health', tag: { name: 'health', description: 'Probes and Prometheus metrics' }, routes: healthRoutes },
+  { name: 'catalog', tag: { name: 'catalog', description: 'Playbook catalog: register, read, list, remove' }, routes: catalogRoutes },
+  { name: 'executions', tag: { name: 'executions', description: 'Start, inspect and cancel executions' }, routes: executionRoutes },
+  { name: 'events', tag: { name: 'events', description: 'Execution event log; events reported by workers' }, routes: eventRoutes },
+  { name: 'commands', tag: { name: 'commands', description: 'Worker command protocol: claim and lease heartbeats' }, routes: commandRoutes },
+  { name: 'queue', tag: { name: 'queue', description: 'Queue statistics' }, routes: queueRoutes },
+  { name: 'runtime', tag: { name: 'runtime', description: 'Server and worker pool registrations' }, routes: runtimeRoutes },
+  { name: 'database', tag: { name: 'database', description: "Direct SQL on the server's database" }, routes: databaseRoutes },
+  // credentials, keychain, vars: append here (see the comment at the top of this file).
+  { name: 'docs', tag: { name: 'docs', description: 'API documentation' }, routes: docsRoutes },
+];
+
+export function resolveOptions(opts: AppOptions): ResolvedAppOptions {
+  return {
+    apiToken: opts.apiToken || undefined,
+    publicEndpoints: opts.publicEndpoints ?? [],
+    sqlApi: opts.sqlApi ?? true,
+    sqlTimeoutMs: opts.sqlTimeoutMs ?? 60_000,
+    bodyLimit: opts.bodyLimit ?? 10 * 1024 * 1024,
+    healthTimeoutMs: opts.healthTimeoutMs ?? 2_000,
+  };
+}
+
+export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise<FastifyInstance> {
+  const options = resolveOptions(opts);
+  const plugins = [...PLUGINS, ...(opts.plugins ?? [])];
+  const logger = opts.logger;
+  const app = Fastify({
+    ...(logger && typeof logger === 'object' ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger === true }),
+    bodyLimit: options.bodyLimit,
+    // Requests are logged once, at debug level, by installRequestMetrics.
+    logController: new LogController({ disableRequestLogging: true }),
+    requestIdHeader: 'x-request-id',
+    return503OnClosing: true,
+    ajv: { customOptions: { strict: false } },
+  });
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(notFoundHandler);
+  installJsonParser(app);
+  installRequestMetrics(app);
+  installAuth(app, options.apiToken, options.publicEndpoints);
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  for (const s of sharedSchemas) app.addSchema(s);
+
+  await registerOpenApi(app, plugins.map((p) => p.tag));
+  const ctx: AppContext = { deps, options };
+  for (const p of plugins) {
+    await app.register(async (instance) => {
+      await p.routes(instance, ctx);
+    }, {});
+  }
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,214 @@
+/**
+ * Cross-cutting HTTP concerns shared by every plugin: request validation (ajv), the error
+ * envelope, bearer-token auth, JSON parsing and request metrics.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import { AppError, badRequest, unauthorized } from '../errors.js';
+import { metrics } from '../metrics.js';
+import type { PublicEndpointGroup } from '../config.js';
+
+// ---- validation -------------------------------------------------------------------------------
+
+/**
+ * Two ajv instances: bodies are validated as sent (no type coercion: `"path": 5` is an error, not
+ * "5"); query strings and path parameters are coerced (they are text on the wire).
+ */
+const common = { allErrors: true, useDefaults: true, strict: false, verbose: true } as const;
+const bodyAjv = new Ajv({ ...common, coerceTypes: false, removeAdditional: false });
+const textAjv = new Ajv({ ...common, coerceTypes: 'array', removeAdditional: false });
+
+export function validatorCompiler({ schema, httpPart }: { schema: unknown; httpPart?: string }): ValidateFunction {
+  const ajv = httpPart === 'body' ? bodyAjv : textAjv;
+  return ajv.compile(schema as object);
+}
+
+export interface FieldProblem {
+  location: string;
+  field: string;
+  message: string;
+}
+
+/** `/events/0/name` → `events[0].name`. */
+function fieldName(instancePath: string, extra?: string): string {
+  const parts = instancePath.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (extra !== undefined) parts.push(extra);
+  let out = '';
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out ? `.${p}` : p;
+  return out;
+}
+
+/** ajv errors → one problem per field, naming it; `x-message` in a schema gives the wording. */
+export function mapValidationErrors(errs: ErrorObject[], location: string): FieldProblem[] {
+  // Errors inside a failed anyOf are noise: keep the anyOf's own error only.
+  const anyOfPaths = errs.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf').map((e) => e.schemaPath + '/');
+  const kept = errs.filter((e) => !anyOfPaths.some((p) => e.schemaPath.startsWith(p)));
+  const out: FieldProblem[] = [];
+  const seen = new Set<string>();
+  for (const e of kept) {
+    let field: string;
+    let message: string;
+    if (e.keyword === 'required') {
+      field = fieldName(e.instancePath, (e.params as { missingProperty: string }).missingProperty);
+      message = 'is required';
+    } else if (e.keyword === 'additionalProperties') {
+      field = fieldName(e.instancePath, (e.params as { additionalProperty: string }).additionalProperty);
+      message = 'is not allowed';
+    } else {
+      field = fieldName(e.instancePath);
+      const custom = (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'];
+      message = typeof custom === 'string' ? custom : (e.message ?? 'is invalid');
+      if (e.keyword === 'enum') message += `: ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    }
+    const key = `${field}\u0000${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ location, field, message });
+  }
+  return out;
+}
+
+function describeProblem(p: FieldProblem): string {
+  const where = p.location === 'querystring' ? 'query parameter' : p.location === 'params' ? 'path parameter' : p.location;
+  return p.field ? `${where} field '${p.field}' ${p.message}` : `${where} ${p.message}`;
+}
+
+// ---- error envelope ---------------------------------------------------------------------------
+
+export function sendError(reply: FastifyReply, status: number, code: string, message: string, details?: unknown) {
+  const error: Record<string, unknown> = { code, message };
+  if (details !== undefined) error.details = details;
+  return reply.code(status).type('application/json').send({ error });
+}
+
+const FASTIFY_CODES: Record<string, [number, string, string?]> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'invalid_json'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'invalid_json', 'request body is empty; expected JSON'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'payload_too_large'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'unsupported_media_type', 'unsupported Content-Type; send application/json'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'bad_request'],
+  FST_ERR_BAD_URL: [400, 'bad_request'],
+  FST_ERR_ASYNC_CONSTRAINT: [400, 'bad_request'],
+};
+
+export function errorHandler(this: FastifyInstance, err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
+  if (err instanceof AppError) {
+    if (err.statusCode >= 500) req.log.error({ err }, err.message);
+    return sendError(reply, err.statusCode, err.code, err.message, err.details);
+  }
+  const fe = err as FastifyError & { validationContext?: string };
+  if (fe.validation) {
+    const problems = mapValidationErrors(fe.validation as ErrorObject[], fe.validationContext ?? 'body');
+    const message = problems.length ? problems.map(describeProblem).join('; ') : fe.message;
+    return sendError(reply, 400, 'bad_request', message, problems);
+  }
+  const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
+  if (known) {
+    const [status, code, text] = known;
+    return sendError(reply, status, code, text ?? fe.message);
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return sendError(reply, fe.statusCode, (fe.code ?? `http_${fe.statusCode}`).toLowerCase(), fe.message);
+  }
+  req.log.error({ err }, 'unhandled error');
+  return sendError(reply, 500, 'internal_error', 'internal server error; see the server log', { request_id: req.id });
+}
+
+export function notFoundHandler(req: FastifyRequest, reply: FastifyReply) {
+  return sendError(reply, 404, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`);
+}
+
+// ---- JSON bodies ------------------------------------------------------------------------------
+
+/**
+ * JSON parser: fastify's (prototype-poisoning safe), but an empty body is `{}` (so a POST without
+ * a body still gets field-level messages) and a syntax error says where it is.
+ */
+export function installJsonParser(app: FastifyInstance) {
+  const safeParse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, {});
+    safeParse(req, text, (err: Error | null, value?: unknown) => {
+      if (!err) return done(null, value);
+      let detail = err.message;
+      if ((err as FastifyError).code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+        try {
+          JSON.parse(text);
+        } catch (syntax) {
+          detail = (syntax as Error).message;
+        }
+        return done(new AppError(400, 'invalid_json', `request body is not valid JSON: ${detail}`), undefined);
+      }
+      return done(new AppError(400, 'invalid_json', `request body rejected: ${detail}`), undefined);
+    });
+  });
+}
+
+// ---- auth -------------------------------------------------------------------------------------
+
+/** Routes never behind the token (probes). */
+export const ALWAYS_PUBLIC = new Set(['/health', '/healthz', '/readyz']);
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+/** The group an unauthenticated route pattern may belong to (PLAYFLOW_PUBLIC_ENDPOINTS). */
+function groupOf(route: string): PublicEndpointGroup | undefined {
+  if (route === '/metrics') return 'metrics';
+  if (route === '/redoc' || route === '/docs' || route.startsWith('/docs/')) return 'docs';
+  return undefined;
+}
+
+/**
+ * Bearer-token check on every route but the probes (and the groups opened with
+ * PLAYFLOW_PUBLIC_ENDPOINTS). Without a token configured, everything is open (spec: local
+ * development; production puts a token or an authenticating proxy in front).
+ */
+export function installAuth(app: FastifyInstance, token: string | undefined, publicGroups: PublicEndpointGroup[]) {
+  if (!token) return;
+  const expected = digest(token);
+  app.addHook('onRequest', async (req: FastifyRequest) => {
+    const route = req.routeOptions.url;
+    if (route !== undefined) {
+      if (ALWAYS_PUBLIC.has(route)) return;
+      const g = groupOf(route);
+      if (g && publicGroups.includes(g)) return;
+    }
+    const header = req.headers.authorization;
+    const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
+    if (!m) throw unauthorized('missing bearer token: send Authorization: Bearer <PLAYFLOW_API_TOKEN>');
+    if (!timingSafeEqual(digest(m[1].trim()), expected)) throw unauthorized('invalid bearer token');
+  });
+}
+
+// ---- metrics ----------------------------------------------------------------------------------
+
+export function installRequestMetrics(app: FastifyInstance) {
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+}
+
+// ---- helpers for routes -----------------------------------------------------------------------
+
+/** A schema with its OpenAPI tag; every route must have one so /docs groups it. */
+export function routeSchema(tag: string, summary: string, schema: FastifySchema & { description?: string }): FastifySchema {
+  return { tags: [tag], summary, ...schema } as FastifySchema;
+}
+
+/** `"12"` or `12` → `"12"`; anything else (should not pass validation) → 400. */
+export function toId(v: unknown, field: string): string {
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 0) {
+    if (!Number.isSafeInteger(v)) throw badRequest(`field '${field}': ids above 2^53 lose precision as JSON numbers; send them as decimal strings`);
+    return String(v);
+  }
+  if (typeof v === 'string' && /^[0-9]{1,19}$/.test(v)) return v.replace(/^0+(?=\d)/, '');
+  throw badRequest(`field '${field}' must be an id: a decimal string or a non-negative integer`);
+}
