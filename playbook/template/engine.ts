@@ -19,10 +19,65 @@
  */
 import nunjucks from 'nunjucks';
 import { SecurityError, UndefinedValueError, checkName, getAttr, ownLookup } from './sandbox.js';
-import { arith, callMethod, compare, concat, neg, pyIn, toText, truthy } from './python.js';
+import { arith, callMethod, compare, concat, neg, pyIn, pySlice, toText, truthy } from './python.js';
 import { makeFilters, makeTests } from './filters.js';
 
-const { parser, nodes, compiler, runtime: nunjucksRuntime, lib } = nunjucks as any;
+const { parser, lexer, nodes, compiler, runtime: nunjucksRuntime, lib } = nunjucks as any;
+
+/**
+ * Python slices `x[1:]`, `x[:-1]`, `x[::2]`: a node type of our own and a parser adjustment made
+ * on each parser instance (the same approach as nunjucks' installJinjaCompat, without touching
+ * nunjucks' prototypes).
+ */
+const Slice = nodes.Node.extend('Slice', {
+  fields: ['start', 'stop', 'step'],
+  init(this: any, lineno: number, colno: number, start?: any, stop?: any, step?: any) {
+    this.parent(lineno, colno, start ?? new nodes.Literal(lineno, colno, null), stop ?? new nodes.Literal(lineno, colno, null), step ?? new nodes.Literal(lineno, colno, null));
+  },
+});
+
+function makeParser(src: string): any {
+  const p = new parser.Parser(lexer.lex(src, env.opts));
+  p.extensions = [];
+  const orig = p.parseAggregate;
+  p.parseAggregate = function parseAggregate(this: any) {
+    const state = { index: this.tokens.index - 1, lineno: this.tokens.lineno, colno: this.tokens.colno - 1 };
+    try {
+      return orig.call(this);
+    } catch (e) {
+      const errState = { index: this.tokens.index, lineno: this.tokens.lineno, colno: this.tokens.colno };
+      Object.assign(this.tokens, state);
+      this.peeked = false;
+      const tok = this.peekToken();
+      if (tok.type !== lexer.TOKEN_LEFT_BRACKET) {
+        Object.assign(this.tokens, errState);
+        throw e;
+      }
+      this.nextToken();
+      const node = new Slice(tok.lineno, tok.colno);
+      const fields = ['start', 'stop', 'step'];
+      let isSlice = false;
+      for (let i = 0; i <= fields.length; i++) {
+        if (this.skip(lexer.TOKEN_RIGHT_BRACKET)) break;
+        if (i === fields.length) {
+          if (isSlice) this.fail('too many slice components', tok.lineno, tok.colno);
+          break;
+        }
+        if (this.skip(lexer.TOKEN_COLON)) isSlice = true;
+        else {
+          node[fields[i]] = this.parseExpression();
+          isSlice = this.skip(lexer.TOKEN_COLON) || isSlice;
+        }
+      }
+      if (!isSlice) {
+        Object.assign(this.tokens, errState);
+        throw e;
+      }
+      return new nodes.Array(tok.lineno, tok.colno, [node]);
+    }
+  };
+  return p;
+}
 
 /** A template that does not parse, or uses a refused construct; carries nunjucks' position. */
 export class TemplateSyntaxError extends Error {
@@ -124,6 +179,7 @@ Object.assign(rt, {
     return callMethod(obj, key, args);
   },
   inOperator: pyIn,
+  slice: pySlice,
   truthy,
   and: (a: unknown, b: () => unknown): unknown => (truthy(a) ? b() : a),
   or: (a: unknown, b: () => unknown): unknown => (truthy(a) ? a : b()),
@@ -212,7 +268,21 @@ function patchCompiler(c: any): void {
     if (Object.prototype.hasOwnProperty.call(PY_LITERALS, node.value) && !frame.lookup(node.value)) emit(PY_LITERALS[node.value]);
     else origSymbol.call(c, node, frame);
   };
+  const origAssert = c.assertType;
+  c.assertType = (node: any, ...types: any[]) => {
+    if (!(node instanceof Slice)) origAssert.call(c, node, ...types);
+  };
   c.compileLookupVal = (node: any, frame: any) => {
+    if (node.val instanceof Slice) {
+      emit('runtime.slice((');
+      c._compileExpression(node.target, frame);
+      for (const f of ['start', 'stop', 'step']) {
+        emit('), (');
+        c._compileExpression(node.val[f], frame);
+      }
+      emit('))');
+      return;
+    }
     emit('runtime.memberLookup((');
     c._compileExpression(node.target, frame);
     emit('),');
@@ -314,7 +384,7 @@ export type Compiled = { kind: 'expr'; fn: ExprFn; source: string } | { kind: 't
 
 function parse(src: string): any {
   try {
-    return parser.parse(src, [], env.opts);
+    return makeParser(src).parseAsRoot();
   } catch (e) {
     throw new TemplateSyntaxError(cleanNunjucksMessage(e));
   }

@@ -433,3 +433,32 @@ export function callMethod(obj: unknown, name: unknown, args: unknown[]): unknow
   if (typeof obj === 'function') throw new SecurityError(key);
   throw new UndefinedValueError(`${typeName(obj)} has no method '${key}'`);
 }
+
+/** Python slicing of lists and strings: `x[a:b:c]` with negative and missing bounds. */
+export function pySlice(v: unknown, start: unknown, stop: unknown, step: unknown): unknown {
+  v = unsafe(v);
+  if (v === undefined) throw new UndefinedValueError('cannot slice an undefined value');
+  if (v === null) return null;
+  if (typeof v !== 'string' && !Array.isArray(v)) throw new UndefinedValueError(`cannot slice ${typeName(v)}`);
+  const len = v.length;
+  const st = step === null || step === undefined ? 1 : Number(step);
+  if (!Number.isInteger(st) || st === 0) throw new UndefinedValueError('slice step must be a non-zero integer');
+  const norm = (x: unknown, dflt: number, lo: number, hi: number): number => {
+    if (x === null || x === undefined) return dflt;
+    let n = Math.trunc(Number(x));
+    if (n < 0) n += len;
+    return Math.min(Math.max(n, lo), hi);
+  };
+  const items = typeof v === 'string' ? [...v] : v;
+  const out: unknown[] = [];
+  if (st > 0) {
+    const a = norm(start, 0, 0, len);
+    const b = norm(stop, len, 0, len);
+    for (let i = a; i < b; i += st) out.push(items[i]);
+  } else {
+    const a = norm(start, len - 1, -1, len - 1);
+    const b = norm(stop, -1, -1, len - 1);
+    for (let i = a; i > b; i += st) out.push(items[i]);
+  }
+  return typeof v === 'string' ? out.join('') : out;
+}
