@@ -96,3 +96,64 @@ export function json(res: http.ServerResponse, status: number, body: unknown, he
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
 }
+
+export interface SmtpMessage {
+  from: string;
+  to: string[];
+  data: string;
+  auth?: string;
+}
+
+/** A tiny SMTP server (EHLO, AUTH PLAIN, MAIL, RCPT, DATA, QUIT) recording what it receives. */
+export async function startSmtpServer(): Promise<{ port: number; messages: SmtpMessage[]; close(): Promise<void> }> {
+  const net = await import('node:net');
+  const messages: SmtpMessage[] = [];
+  const sockets = new Set<import('node:net').Socket>();
+  const server = net.createServer((sock) => {
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+    let buf = '';
+    let inData = false;
+    let cur: SmtpMessage = { from: '', to: [], data: '' };
+    let auth: string | undefined;
+    const reply = (s: string) => sock.write(`${s}\r\n`);
+    reply('220 localhost ESMTP test');
+    sock.on('data', (chunk) => {
+      buf += chunk.toString('utf8');
+      while (true) {
+        if (inData) {
+          const end = buf.indexOf('\r\n.\r\n');
+          if (end < 0) return;
+          cur.data = buf.slice(0, end);
+          buf = buf.slice(end + 5);
+          inData = false;
+          messages.push({ ...cur, auth });
+          cur = { from: '', to: [], data: '' };
+          reply('250 OK queued');
+          continue;
+        }
+        const nl = buf.indexOf('\r\n');
+        if (nl < 0) return;
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 2);
+        const cmd = line.slice(0, 4).toUpperCase();
+        if (cmd === 'EHLO' || cmd === 'HELO') reply('250-localhost\r\n250-AUTH PLAIN\r\n250 8BITMIME');
+        else if (cmd === 'AUTH') {
+          auth = Buffer.from(line.split(' ')[2] ?? '', 'base64').toString('utf8').split('\u0000').slice(1).join(':');
+          reply('235 Authentication successful');
+        } else if (cmd === 'MAIL') { cur.from = line.slice(10).replace(/[<>]/g, '').split(' ')[0]; reply('250 OK'); }
+        else if (cmd === 'RCPT') { cur.to.push(line.slice(8).replace(/[<>]/g, '').split(' ')[0]); reply('250 OK'); }
+        else if (cmd === 'DATA') { inData = true; reply('354 End data with <CR><LF>.<CR><LF>'); }
+        else if (cmd === 'QUIT') { reply('221 Bye'); sock.end(); }
+        else if (cmd === 'RSET' || cmd === 'NOOP') reply('250 OK');
+        else reply('502 Command not implemented');
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    port: (server.address() as AddressInfo).port,
+    messages,
+    close: () => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
+  };
+}

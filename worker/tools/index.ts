@@ -1,0 +1,59 @@
+/**
+ * Tool registry: `runTool(tool, ctx)` dispatches on `tool.kind`. A bad tool configuration
+ * (ToolConfigError) and any unexpected throw become an error outcome (`code: 'bad_config'` /
+ * `'internal'`) — the failure is reported as a call.done event, not retried by the broker. Only a
+ * WorkerFault propagates (the runtime naks the message).
+ *
+ * `playbook` is not a tool call: the runtime asks the server to start the child. `secret` is
+ * registered by the keychain module (`registerTool('secret', …)`).
+ */
+import type { ToolKind } from '../../playbook/types.js';
+import { runConsole } from './console.js';
+import { runDuckdb } from './duckdb.js';
+import { runEmail } from './email.js';
+import { runFile } from './file.js';
+import { runHttp } from './http.js';
+import { runSlack, runWebhook } from './notify.js';
+import { runPostgres } from './postgres.js';
+import { runPython } from './python.js';
+import { runTransform } from './transform.js';
+import { ToolConfigError, WorkerFault, fail, type Tool, type ToolContext, type ToolOutcome, type ToolRunner } from './types.js';
+import { workbookRunner } from './workbook.js';
+
+export * from './types.js';
+
+const registry = new Map<string, ToolRunner>();
+
+export function registerTool(kind: ToolKind | string, runner: ToolRunner): void {
+  registry.set(kind, runner);
+}
+
+export function hasTool(kind: string): boolean {
+  return registry.has(kind);
+}
+
+export async function runTool(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
+  if (!tool || typeof tool !== 'object' || typeof tool.kind !== 'string') return fail('tool has no kind', { code: 'bad_config' });
+  if (tool.kind === 'playbook') return fail('playbook tools are started by the worker runtime, not run as a tool call', { code: 'bad_config' });
+  const runner = registry.get(tool.kind);
+  if (!runner) return fail(`tool kind '${tool.kind}' is not available in this worker`, { code: 'unsupported_kind' });
+  try {
+    return await runner(tool, ctx);
+  } catch (err) {
+    if (err instanceof WorkerFault) throw err;
+    if (err instanceof ToolConfigError) return fail(err.message, { code: 'bad_config' });
+    return fail(`${tool.kind} tool failed: ${(err as Error)?.message ?? String(err)}`, { code: 'internal' });
+  }
+}
+
+registerTool('http', runHttp);
+registerTool('postgres', runPostgres);
+registerTool('duckdb', runDuckdb);
+registerTool('python', runPython);
+registerTool('workbook', workbookRunner(runTool));
+registerTool('file', runFile);
+registerTool('email', runEmail);
+registerTool('slack', runSlack);
+registerTool('webhook', runWebhook);
+registerTool('transform', runTransform);
+registerTool('console', runConsole);
