@@ -1,39 +1,31 @@
 /**
- * Template context the engine builds for conditions, tool config, actions and vars.
+ * Template context the engine builds for conditions, tool config, actions and vars. Same names
+ * and priority as `buildContext` of playbook/template (highest first): the loop iterator, vars,
+ * step results by name, workload keys, then built-ins (workload, args, vars, results, payload,
+ * execution_id, job, event, response, page, error, pages, ctx, _retry, _loop, iteration, result,
+ * the step's `collect` accumulators and other per-evaluation names).
  *
- * Resolution (spec "Template context"): bare names resolve to vars, then step results, then
- * workload, then built-ins; the namespaces `workload`, `vars`, `args`, `results`, `payload`,
- * `execution_id`, `job`, `ctx`, `event`, `response`, `error` always win over a bare name.
- *
- * Result views (DESIGN §5): a step result or an http `response` that is an envelope
- * `{id?, status?, data}` is unwrapped so that `x.field` reaches `data.field` while `x.data.field`
- * still works; when the body itself has a `data` field, `x.data` is the body's own `data`.
- * (The template module may later export `buildContext`; this engine-local view is the same rule.)
+ * The engine assembles it itself rather than calling `buildContext` for one reason: cost. The
+ * part that depends only on the execution (step result views, vars, workload) is built once per
+ * decision, and result views are cached per result object, so an evaluation costs a shallow
+ * copy instead of re-deriving the view of every step result. The views themselves are the
+ * template module's `resultView` (envelope `data` extracted, `.data` still reaching it).
  */
 import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
+import { resultView as templateResultView } from '../../playbook/template/index.js';
 import type { EngineState, RunState } from './state.js';
-import { isObject } from './state.js';
 
 const views = new WeakMap<object, unknown>();
 
-/** The normalised view of a result: envelope `data` extracted, `.data` kept addressable. */
+/** The normalised view of a result (cached per result object; results are never mutated). */
 export function resultView(r: Json | undefined): unknown {
-  if (!isObject(r) || !('data' in r)) return r;
-  const cached = views.get(r);
-  if (cached !== undefined) return cached;
-  const data = r.data;
-  let view: unknown;
-  if (isObject(data)) {
-    view = 'data' in data ? { ...data } : { ...data, data };
-  } else if (Array.isArray(data)) {
-    const copy = data.slice();
-    Object.defineProperty(copy, 'data', { value: data, enumerable: false });
-    view = copy;
-  } else {
-    view = data;
+  if (r === null || typeof r !== 'object') return r;
+  let v = views.get(r);
+  if (v === undefined) {
+    v = templateResultView(r);
+    views.set(r, v);
   }
-  views.set(r, view);
-  return view;
+  return v;
 }
 
 /** Reads a dot path (`data.items`, `links.next`, `a.0.b`) from a value or view. */
@@ -41,10 +33,32 @@ export function getPath(value: unknown, path: string | undefined): Json {
   if (!path) return (value ?? null) as Json;
   let cur: any = value;
   for (const seg of path.split('.')) {
-    if (cur === null || cur === undefined) return null;
-    cur = cur[seg];
+    if (cur === null || cur === undefined || typeof cur !== 'object') return null;
+    cur = Object.prototype.hasOwnProperty.call(cur, seg) ? cur[seg] : undefined;
   }
   return (cur ?? null) as Json;
+}
+
+export interface BaseContext {
+  /** Built-ins that do not depend on the step (lowest priority). */
+  builtins: Record<string, unknown>;
+  /** workload keys < step result views < vars, already merged. */
+  names: Record<string, unknown>;
+}
+
+const DENIED = new Set(['constructor', 'prototype', '__proto__']);
+
+export function baseContext(state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): BaseContext {
+  const vars = externalVars ? { ...state.vars, ...externalVars } : state.vars;
+  const results: Record<string, unknown> = {};
+  for (const name of Object.keys(state.results)) if (!DENIED.has(name)) results[name] = resultView(state.results[name]);
+  const workload = playbook.workload ?? {};
+  const names: Record<string, unknown> = {};
+  for (const src of [workload, results, vars]) for (const k of Object.keys(src)) if (!DENIED.has(k)) names[k] = src[k];
+  return {
+    builtins: { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} },
+    names,
+  };
 }
 
 export interface ContextExtras {
@@ -55,40 +69,19 @@ export interface ContextExtras {
   [k: string]: unknown;
 }
 
-/** Built-ins and step results: the part of the context that does not depend on the step run. */
-export function baseContext(state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): Record<string, unknown> {
-  const vars = externalVars ? { ...state.vars, ...externalVars } : state.vars;
-  const results: Record<string, unknown> = {};
-  for (const [name, r] of Object.entries(state.results)) results[name] = resultView(r);
-  const workload = playbook.workload ?? {};
-  return {
-    ...workload,
-    ...results,
-    ...vars,
-    workload,
-    vars,
-    results,
-    payload: state.payload,
-    execution_id: state.execution_id,
-  };
-}
-
-export function stepContext(base: Record<string, unknown>, state: EngineState, extras: ContextExtras): Record<string, unknown> {
+export function stepContext(base: BaseContext, state: EngineState, extras: ContextExtras): Record<string, unknown> {
   const { run, step, item, ...rest } = extras;
-  const ctx: Record<string, unknown> = { ...base };
-  if (run) {
-    Object.assign(ctx, run.acc);
-    ctx.args = run.args;
-    ctx.ctx = run.ctx;
-  } else {
-    ctx.args = {};
-    ctx.ctx = {};
-  }
+  const ctx: Record<string, unknown> = { ...base.builtins };
+  if (run) for (const k of Object.keys(run.acc)) if (!DENIED.has(k)) ctx[k] = run.acc[k];
+  ctx.args = run?.args ?? {};
+  ctx.ctx = run?.ctx ?? {};
   ctx.job = { execution_id: state.execution_id, step: step ?? null, run: run?.run ?? 0, path: state.path };
+  for (const k of Object.keys(rest)) if (rest[k] !== undefined && !DENIED.has(k)) ctx[k] = rest[k];
+  if (rest._retry !== undefined) ctx._loop = rest._retry;
+  Object.assign(ctx, base.names);
   if (item) {
     ctx[item.name] = item.value;
     ctx.loop_index = item.index;
   }
-  for (const [k, v] of Object.entries(rest)) if (v !== undefined) ctx[k] = v;
   return ctx;
 }

@@ -4,11 +4,11 @@
  * commands are exactly the `command_issued` events' payloads. See README.md for the semantics.
  */
 import type { Action, Json, JsonObject, Playbook, RetryThen, Step, Tool } from '../../playbook/types.js';
-import { evalCondition, renderValue } from '../../playbook/template/index.js';
+import { deferKeychain, evalCondition, renderValue } from '../../playbook/template/index.js';
 import type { Command, Decision, EngineEvent, EngineInput, StartInput } from './contract.js';
 import { TERMINAL_STATUSES } from './contract.js';
-import { baseContext, getPath, resultView, stepContext } from './context.js';
-import { caseEvents, indexPlaybook, isSecretRef, type PlaybookIndex } from './rules.js';
+import { baseContext, getPath, resultView, stepContext, type BaseContext } from './context.js';
+import { caseEvents, indexPlaybook, type PlaybookIndex } from './rules.js';
 import {
   apply, combine, Draft, initialState, isObject,
   type Chain, type CollectMode, type CommandRecord, type Effects, type EngineState, type RenderedTarget, type RunState,
@@ -59,13 +59,22 @@ interface FollowUp {
   reason: 'retry' | 'page' | 'call';
 }
 
+/** A condition; a syntax error or a refused access fails the step, naming the field. */
+function cond(expr: string, ctx: object, field: string): boolean {
+  try {
+    return evalCondition(expr, ctx);
+  } catch (e) {
+    throw new StepError({ message: `Invalid condition in ${field}: ${errMsg(e)}`, field });
+  }
+}
+
 function errMsg(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
 function render(value: Json | undefined, ctx: object, field: string): Json {
   try {
-    return renderValue(value, ctx, { field, defer: isSecretRef });
+    return renderValue(value, ctx, { field, defer: deferKeychain });
   } catch (e) {
     const f = (e as { field?: string }).field || field;
     throw new StepError({ message: `Failed to render ${f}: ${errMsg(e)}`, field: f });
@@ -145,7 +154,7 @@ class Builder {
     return !TERMINAL_STATUSES.includes(this.s.status);
   }
 
-  base(): Record<string, unknown> {
+  base(): BaseContext {
     return baseContext(this.s, this.pb, this.input.externalVars);
   }
 
@@ -456,7 +465,7 @@ class Builder {
     for (let i = 0; i < entries.length; i++) {
       const entry = entries[i];
       if (!caseEvents(entry).has(on)) continue;
-      if (!evalCondition(entry.when, ctx)) continue;
+      if (!cond(entry.when, ctx, `case[${i}].when`)) continue;
       return this.runActions(def, i, entry.then, ctx, on, run);
     }
     return null;
@@ -587,7 +596,7 @@ class Builder {
         const lctx = stepContext(base, this.s, {
           run, step: name, item, event: { name: 'call.done', payload }, response: raw, iteration: chain.index - 1, accumulated: pages,
         });
-        if (chain.index < pg.max_iterations && evalCondition(pg.continue_while, lctx)) {
+        if (chain.index < pg.max_iterations && cond(pg.continue_while, lctx, 'loop.pagination.continue_while')) {
           let tool = rec.tool;
           const np = pg.next_page ?? {};
           if (np.params) tool = mergeTool(tool, { params: render(np.params, lctx, 'loop.pagination.next_page.params') });
@@ -603,7 +612,7 @@ class Builder {
     } else if (policies.length) {
       // ---- unified retry policies
       const pctx = mkCtx(chain.pages);
-      const i = policies.findIndex((p) => evalCondition(p.when, pctx));
+      const i = policies.findIndex((p, k) => cond(p.when, pctx, `retry[${k}].when`));
       if (i >= 0) {
         const then = policies[i].then;
         if (!ok) {

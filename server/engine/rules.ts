@@ -60,8 +60,3 @@ export function classify(when: string): ReadonlySet<string> {
   const code = when.replace(STRING_LITERAL, "''");
   return new Set([CALL_REFS.test(code) ? 'call.done' : 'step.exit']);
 }
-
-/** Template strings the engine leaves for the worker (secret references). */
-export function isSecretRef(template: string): boolean {
-  return /\bkeychain\s*[.[]/.test(template);
-}
