@@ -301,6 +301,10 @@ function patchCompiler(c: any): void {
       emit(`, ${JSON.stringify(nodeName(c, node.name.target))}))`);
     } else origFunCall.call(c, node, frame);
   };
+  // Python tuples: `(a, b)` is a list (nunjucks would compile a JavaScript comma expression).
+  c.compileGroup = (node: any, frame: any) => {
+    c._compileAggregate(node, frame, node.children.length === 1 ? '(' : '[', node.children.length === 1 ? ')' : ']');
+  };
   c.compileIn = bin('inOperator');
   c.compileAdd = bin('arith', '+');
   c.compileSub = bin('arith', '-');

@@ -188,10 +188,23 @@ export function evalExpression(expr: string, ctx: object): unknown {
 export function evalCondition(expr: string, ctx: object): boolean {
   if (typeof expr !== 'string') return truthy(expr);
   try {
-    return truthy(evalExpression(expr, ctx));
+    const v = evalExpression(expr, ctx);
+    // A template with text around its tags renders to text, where types are lost:
+    // "false", "none", "null", "0" and blank text read as false.
+    if (typeof v === 'string' && !isWholeOrBare(expr)) return !/^\s*(false|none|null|0|)\s*$/i.test(v);
+    return truthy(v);
   } catch (e) {
     if (e instanceof TemplateError && (e.kind === 'syntax' || e.kind === 'security')) throw e;
     return false;
+  }
+}
+
+function isWholeOrBare(expr: string): boolean {
+  if (!isTemplate(expr)) return true;
+  try {
+    return compileTemplate(expr).kind === 'expr';
+  } catch {
+    return true;
   }
 }
 

@@ -3,6 +3,7 @@
  * conversion, arithmetic, and the Python-style methods playbooks call on values
  * (`d.get('k', 0)`, `d.items()`, `s.split(',')`, `s.startswith('x')`…).
  */
+import nunjucks from 'nunjucks';
 import { SecurityError, UndefinedValueError, checkName, ownLookup } from './sandbox.js';
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -29,8 +30,9 @@ export function truthy(v: unknown): boolean {
 }
 
 /** nunjucks' SafeString (produced by `safe` and macros) behaves as its string. */
+const SafeString = (nunjucks as unknown as { runtime: { SafeString: new (s: string) => object } }).runtime.SafeString;
 export function isSafeString(v: unknown): boolean {
-  return typeof v === 'object' && v !== null && (v as { constructor?: { name?: string } }).constructor?.name === 'SafeString';
+  return v instanceof SafeString;
 }
 
 export function unsafe(v: unknown): unknown {
