@@ -1,0 +1,90 @@
+/**
+ * Transactional outbox for command notifications. Queue rows are committed first; only then does
+ * the server publish `{execution_id, queue_id, step, server_url}` and set `published_at`. A failed
+ * publish (NATS down) is logged and left: `published_at` stays NULL and the sweeper publishes the
+ * row later (`publishDue`), so nothing is lost. Duplicated notifications are harmless: a claim of a
+ * row already taken answers 409/410 and the worker acks.
+ */
+import type { Broker } from '../broker/types.js';
+import { metrics } from '../metrics.js';
+import type { Db } from '../services.js';
+import * as queue from '../store/queue.js';
+import type { CoreLogger } from './types.js';
+
+export interface OutboxItem {
+  queue_id: string;
+  execution_id: string;
+  step: string;
+}
+
+export class Outbox {
+  private lastWarn = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly broker: Broker,
+    private readonly serverUrl: string,
+    private readonly log: CoreLogger,
+  ) {}
+
+  /** Publishes after commit; never throws. Returns the queue ids published. */
+  async publish(items: OutboxItem[]): Promise<string[]> {
+    const ok: string[] = [];
+    for (const it of items) {
+      try {
+        await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
+        ok.push(it.queue_id);
+        metrics.notificationsPublished.inc({ result: 'ok' });
+      } catch (err) {
+        metrics.notificationsPublished.inc({ result: 'error' });
+        this.warn(err, items.length - ok.length);
+        break; // the broker is down: the sweeper publishes the rest
+      }
+    }
+    if (ok.length > 0) {
+      try {
+        await queue.markPublished(this.db.pool, ok);
+      } catch (err) {
+        this.log.warn({ err: String(err) }, 'could not record published_at; the sweeper may publish again (harmless)');
+      }
+    }
+    return ok;
+  }
+
+  /**
+   * Sweeper part: publishes queued, due rows never published or published longer ago than
+   * `republishAfterMs` (a notification lost or dropped after max deliveries). Rows are locked with
+   * SKIP LOCKED while published, so replicas sweeping together share the work.
+   */
+  async publishDue(opts: { republishAfterMs: number; batch: number }): Promise<number> {
+    return this.db.tx(async (client) => {
+      const { rows } = await client.query<OutboxItem>(
+        `SELECT queue_id, execution_id, step FROM queue
+          WHERE status = 'queued' AND available_at <= now()
+            AND (published_at IS NULL OR published_at < now() - make_interval(secs => $1))
+          ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+        [opts.republishAfterMs / 1000, opts.batch]);
+      const ok: string[] = [];
+      for (const it of rows) {
+        try {
+          await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
+          ok.push(it.queue_id);
+          metrics.notificationsPublished.inc({ result: 'ok' });
+        } catch (err) {
+          metrics.notificationsPublished.inc({ result: 'error' });
+          this.warn(err, rows.length - ok.length);
+          break;
+        }
+      }
+      await queue.markPublished(client, ok);
+      return ok.length;
+    });
+  }
+
+  private warn(err: unknown, pending: number) {
+    // one line per 10 s at most while the broker is down
+    if (Date.now() - this.lastWarn < 10_000) return;
+    this.lastWarn = Date.now();
+    this.log.warn({ err: String((err as Error)?.message ?? err), pending }, 'publishing command notifications failed; the sweeper will republish');
+  }
+}

@@ -1,0 +1,568 @@
+/**
+ * ExecutionService: every mutation of an execution runs in ONE transaction holding
+ * `pg_advisory_xact_lock(execution_id)`:
+ *   lock → load the snapshot (or fold the event log) → engine → append the decision's events with
+ *   consecutive seq → queue rows for its commands → finish the queue row of a recorded call.done →
+ *   update the execution row (status, result, error, steps, finished_at) and the snapshot →
+ *   when it became terminal: cancel its open queue rows, call the terminal hook, and deliver the
+ *   child's outcome to its parent as a `call.done` (same transaction; lock order child → parent,
+ *   a parent never locks a child).
+ * After commit: publish notifications for the new due rows (outbox), cancel the running children
+ * of executions that ended.
+ *
+ * Nothing lives in memory but a cache of immutable catalog rows; any replica can serve any call.
+ */
+import type pg from 'pg';
+import type { ClaimedCommand, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
+import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
+import { TERMINAL_STATUSES, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
+import { AppError, badRequest, conflict, gone, notFound } from '../errors.js';
+import { metrics } from '../metrics.js';
+import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
+import * as catalogStore from '../store/catalog.js';
+import * as eventStore from '../store/events.js';
+import * as execStore from '../store/executions.js';
+import type { ExecutionRow } from '../store/executions.js';
+import * as queueStore from '../store/queue.js';
+import type { QueueRow } from '../store/queue.js';
+import { parseId } from '../store/sql.js';
+import { clampInt } from '../store/catalog-service.js';
+import type { Outbox, OutboxItem } from './outbox.js';
+import { silentCoreLogger, type CoreLogger } from './types.js';
+
+export interface ExecutionServiceOptions {
+  db: Db;
+  engine: Engine<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  outbox: Outbox;
+  hooks?: ExecutionHooks;
+  logger?: CoreLogger;
+  /** Cache folded state in execution_state (default true). Off: every mutation folds the log. */
+  snapshots?: boolean;
+  /** Lease of a claim when the worker asks for none (default 60 s) and the cap (default 3600 s). */
+  defaultLeaseSeconds?: number;
+  maxLeaseSeconds?: number;
+  /** Async loop bound handed to the engine (engine default 16). */
+  maxInFlight?: number;
+  /** Clock and jitter source (tests). */
+  now?: () => number;
+  random?: () => number;
+}
+
+/** Names only the server and the engine write; a worker may not send them. */
+const SERVER_EVENT_NAMES = new Set([
+  'execution_started', 'command_issued', 'action_started', 'action_completed', 'step_completed', 'vars_set',
+  'step_skipped', 'step_failed', 'execution_completed', 'execution_failed', 'execution_cancelled', 'transition',
+  'case_applied', 'execution.cancel',
+]);
+
+interface TxCtx {
+  toPublish: OutboxItem[];
+  /** Executions that became terminal in this transaction (their children are cancelled after commit). */
+  terminated: string[];
+}
+
+interface Loaded {
+  row: ExecutionRow;
+  state: ExecutionStateView | undefined;
+  seq: number;
+  playbook: Playbook;
+}
+
+interface Applied {
+  decision: Decision;
+  recorded: boolean;
+  inserted: queueStore.InsertedCommand[];
+  row: ExecutionRow;
+  externalVars: JsonObject;
+}
+
+const isTerminal = (s: ExecutionStatus) => TERMINAL_STATUSES.includes(s);
+const isObject = (v: unknown): v is JsonObject => v !== null && typeof v === 'object' && !Array.isArray(v);
+const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
+
+export class PgExecutionService implements ExecutionService {
+  private readonly db: Db;
+  private readonly engine: Engine<ExecutionStateView>;
+  private readonly hooks: ExecutionHooks;
+  private readonly outbox: Outbox;
+  private readonly log: CoreLogger;
+  private readonly snapshots: boolean;
+  private readonly defaultLease: number;
+  private readonly maxLease: number;
+  private readonly maxInFlight?: number;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly playbooks = new Map<string, Playbook>();
+
+  constructor(o: ExecutionServiceOptions) {
+    this.db = o.db;
+    this.engine = o.engine;
+    this.hooks = o.hooks ?? noopHooks;
+    this.outbox = o.outbox;
+    this.log = o.logger ?? silentCoreLogger;
+    this.snapshots = o.snapshots ?? true;
+    this.defaultLease = o.defaultLeaseSeconds ?? 60;
+    this.maxLease = o.maxLeaseSeconds ?? 3600;
+    this.maxInFlight = o.maxInFlight;
+    this.now = o.now ?? Date.now;
+    this.random = o.random ?? Math.random;
+  }
+
+  // ---------------------------------------------------------------------------------- start
+
+  async start(req: RunRequest): Promise<RunResponse> {
+    if (!req || typeof req.path !== 'string' || req.path.trim() === '') throw badRequest('path is required');
+    const payload = req.payload ?? {};
+    if (!isObject(payload)) throw badRequest('payload must be a JSON object');
+    if (req.version !== undefined && req.version !== null && (!Number.isInteger(req.version) || req.version < 1)) throw badRequest('version must be a positive integer');
+    const entry = await catalogStore.getLive(this.db.pool, req.path, req.version ?? undefined);
+    if (!entry) throw notFound(req.version ? `playbook '${req.path}' version ${req.version} not found` : `playbook '${req.path}' not found`);
+
+    let parentId: string | null = null;
+    let parentQueue: QueueRow | null = null;
+    if (req.parent_execution_id !== undefined && req.parent_execution_id !== null) {
+      parentId = parseId(req.parent_execution_id);
+      if (!parentId) throw badRequest('parent_execution_id is not an id');
+    }
+    if (req.parent_queue_id !== undefined && req.parent_queue_id !== null) {
+      const qid = parseId(req.parent_queue_id);
+      if (!qid) throw badRequest('parent_queue_id is not an id');
+      parentQueue = await queueStore.get(this.db.pool, qid);
+      if (!parentQueue) throw notFound(`queue entry ${qid} not found`);
+      if (parentId && parentQueue.execution_id !== parentId) throw badRequest(`queue entry ${qid} belongs to execution ${parentQueue.execution_id}, not ${parentId}`);
+      parentId = parentQueue.execution_id;
+    }
+    let parentRow: ExecutionRow | null = null;
+    if (parentId) {
+      parentRow = await execStore.get(this.db.pool, parentId);
+      if (!parentRow) throw notFound(`parent execution ${parentId} not found`);
+    }
+
+    return this.run(async (client, ctx) => {
+      if (parentId && parentQueue) {
+        const existing = await execStore.findChild(client, parentId, parentQueue.command_id);
+        if (existing) return { execution_id: existing.execution_id, status: 'started' as const, path: existing.path, version: existing.version, commands: 0 };
+      }
+      const row = await execStore.insert(client, {
+        catalog_id: entry.catalog_id, path: entry.path, version: entry.version, payload,
+        parent_execution_id: parentId, parent_command_id: parentQueue?.command_id ?? null, parent_queue_id: parentQueue?.queue_id ?? null,
+        root_execution_id: parentRow ? parentRow.root_execution_id : null,
+      });
+      const id = row.execution_id;
+      await lock(client, id);
+      if (parentId) {
+        await lock(client, parentId); // child → parent
+        const p = await execStore.get(client, parentId);
+        if (!p || isTerminal(p.status)) throw gone('finished', `parent execution ${parentId} is ${p?.status ?? 'gone'}`);
+        if (parentQueue && !(await queueStore.holdForChild(client, parentQueue.queue_id, id))) {
+          throw gone('finished', `the parent's command (queue entry ${parentQueue.queue_id}) is already finished`);
+        }
+      }
+      this.playbooks.set(entry.catalog_id, entry.playbook);
+      const now = this.now();
+      const externalVars = await this.hooks.loadVars(client, id);
+      const decision = this.engine.start(entry.playbook, {
+        execution_id: id, path: entry.path, version: entry.version, catalog_id: entry.catalog_id, payload,
+        parent_execution_id: parentId, root_execution_id: row.root_execution_id,
+      }, this.input(now, externalVars));
+      metrics.executions.inc({ status: 'started' });
+      const applied = await this.persist(client, ctx, { row, state: undefined, seq: 0, playbook: entry.playbook }, decision, now, externalVars);
+      return { execution_id: id, status: 'started' as const, path: entry.path, version: entry.version, commands: applied.inserted.length };
+    }, { retryUniqueChild: true });
+  }
+
+  // ----------------------------------------------------------------------------------- reads
+
+  async get(executionId: string): Promise<ExecutionRecord | null> {
+    const id = parseId(executionId);
+    if (!id) throw badRequest(`execution_id '${executionId}' is not an id`);
+    const row = await execStore.get(this.db.pool, id);
+    return row ? execStore.toRecord(row) : null;
+  }
+
+  async list(opts: { status?: ExecutionStatus; path?: string; limit?: number; offset?: number } = {}): Promise<ExecutionRecord[]> {
+    if (opts.status && !['started', 'running', 'completed', 'failed', 'cancelled'].includes(opts.status)) throw badRequest(`unknown status '${opts.status}'`);
+    const rows = await execStore.list(this.db.pool, {
+      status: opts.status, path: opts.path, limit: clampInt(opts.limit, 100, 1, 1000), offset: clampInt(opts.offset, 0, 0, Number.MAX_SAFE_INTEGER),
+    });
+    return rows.map(execStore.toRecord);
+  }
+
+  async events(executionId: string, opts: { after?: number; limit?: number } = {}): Promise<{ events: StoredEvent[]; next_after: number | null }> {
+    const id = parseId(executionId);
+    if (!id) throw badRequest(`execution_id '${executionId}' is not an id`);
+    if (!(await execStore.get(this.db.pool, id))) throw notFound(`execution ${id} not found`);
+    const limit = clampInt(opts.limit, 1000, 1, 10_000);
+    const after = clampInt(opts.after, 0, 0, 2 ** 31 - 1);
+    const events = await eventStore.list(this.db.pool, id, after, limit);
+    return { events, next_after: events.length === limit ? events[events.length - 1].seq : null };
+  }
+
+  // ---------------------------------------------------------------------------------- events
+
+  async handleEvents(events: WorkerEvent[]): Promise<EventsAck> {
+    if (!Array.isArray(events) || events.length === 0) throw badRequest('no events given');
+    const prepared = events.map((e, i) => {
+      const where = events.length > 1 ? ` (events[${i}])` : '';
+      if (!isObject(e)) throw badRequest(`an event must be an object${where}`);
+      const executionId = parseId(e.execution_id);
+      if (!executionId) throw badRequest(`execution_id is missing or not an id${where}`);
+      if (typeof e.name !== 'string' || e.name.length === 0 || e.name.length > 200) throw badRequest(`name must be a non-empty string${where}`);
+      if (SERVER_EVENT_NAMES.has(e.name)) throw badRequest(`event '${e.name}' is recorded by the server and cannot be sent${where}`);
+      if (e.payload !== undefined && e.payload !== null && !isObject(e.payload)) throw badRequest(`payload must be an object${where}`);
+      if (e.step !== undefined && e.step !== null && typeof e.step !== 'string') throw badRequest(`step must be a string or null${where}`);
+      let queueId: string | null = null;
+      if (e.queue_id !== undefined && e.queue_id !== null) {
+        queueId = parseId(e.queue_id);
+        if (!queueId) throw badRequest(`queue_id is not an id${where}`);
+      }
+      return { executionId, queueId, name: e.name, step: e.step ?? null, payload: (e.payload ?? {}) as JsonObject, workerId: e.worker_id };
+    });
+
+    const execIds = [...new Set(prepared.map((p) => p.executionId))];
+    const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
+    const known = new Set(found.map((r) => r.execution_id));
+    const unknown = execIds.filter((id) => !known.has(id));
+    if (unknown.length) throw notFound(`execution ${unknown.join(', ')} not found`, { execution_ids: unknown });
+
+    const queueIds = [...new Set(prepared.flatMap((p) => (p.queueId ? [p.queueId] : [])))];
+    const qmap = new Map<string, { execution_id: string; command_id: number; step: string }>();
+    if (queueIds.length) {
+      const { rows } = await this.db.pool.query<{ queue_id: string; execution_id: string; command_id: number; step: string }>(
+        'SELECT queue_id, execution_id, command_id, step FROM queue WHERE queue_id = ANY($1::bigint[])', [queueIds]);
+      for (const r of rows) qmap.set(r.queue_id, r);
+      const missing = queueIds.filter((q) => !qmap.has(q));
+      if (missing.length) throw notFound(`queue entry ${missing.join(', ')} not found`, { queue_ids: missing });
+    }
+    for (const p of prepared) {
+      const q = p.queueId ? qmap.get(p.queueId) : undefined;
+      if (q && q.execution_id !== p.executionId) throw badRequest(`queue entry ${p.queueId} belongs to execution ${q.execution_id}, not ${p.executionId}`);
+    }
+
+    const ack: EventsAck = { status: 'ok', accepted: 0, duplicates: 0, commands: 0 };
+    for (const p of prepared) {
+      const q = p.queueId ? qmap.get(p.queueId) : undefined;
+      const payload = { ...p.payload };
+      if (q) payload.meta = { ...(isObject(payload.meta) ? payload.meta : {}), queue_id: p.queueId, ...(p.workerId ? { worker_id: p.workerId } : {}) };
+      const event: EngineEvent = { name: p.name, step: p.step ?? q?.step ?? null, payload };
+      if (q) event.command_id = q.command_id;
+      const end = metrics.eventHandling.startTimer({ event: p.name });
+      const applied = await this.run(async (client, ctx) => {
+        const loaded = await this.lockAndLoad(client, p.executionId);
+        if (!loaded) throw notFound(`execution ${p.executionId} not found`);
+        return this.applyLoaded(client, ctx, loaded, event);
+      });
+      end();
+      if (applied.recorded) ack.accepted++;
+      else ack.duplicates++;
+      ack.commands += applied.inserted.length;
+    }
+    return ack;
+  }
+
+  // ----------------------------------------------------------------------------- claim/lease
+
+  async claim(queueIdRaw: string, req: ClaimRequest): Promise<ClaimedCommand> {
+    const queueId = parseId(queueIdRaw);
+    if (!queueId) throw badRequest(`queue_id '${queueIdRaw}' is not an id`);
+    const workerId = this.workerId(req);
+    const lease = this.leaseSeconds(req?.lease_seconds);
+    const row0 = await queueStore.get(this.db.pool, queueId);
+    if (!row0) throw notFound(`queue entry ${queueId} not found`);
+
+    return this.run(async (client, ctx) => {
+      const loaded = await this.lockAndLoad(client, row0.execution_id);
+      if (!loaded) throw notFound(`execution ${row0.execution_id} not found`);
+      const claimed = await queueStore.claim(client, queueId, workerId, lease);
+      if (!claimed) throw claimRefusal((await queueStore.get(client, queueId))!, workerId);
+      metrics.commandsClaimed.inc();
+      const applied = await this.applyLoaded(client, ctx, loaded, {
+        name: 'action_started', step: claimed.step, command_id: claimed.command_id,
+        payload: { queue_id: queueId, worker_id: workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
+      });
+      const pb = loaded.playbook;
+      const cmd = claimed.command;
+      const row = applied.row;
+      const out: ClaimedCommand = {
+        queue_id: queueId,
+        execution_id: row.execution_id,
+        catalog_id: row.catalog_id,
+        parent_execution_id: row.parent_execution_id,
+        root_execution_id: row.root_execution_id,
+        path: row.path,
+        step: claimed.step,
+        command_id: claimed.command_id,
+        attempt: cmd.attempt ?? 1,
+        iteration: cmd.iteration ?? null,
+        tool: cmd.tool,
+        args: cmd.args ?? {},
+        context: {
+          workload: pb.workload ?? {},
+          vars: { ...(applied.decision.state.vars ?? {}), ...applied.externalVars },
+          execution_id: row.execution_id,
+          keychain_defs: (pb.keychain ?? []) as unknown as JsonObject[],
+        },
+        lease_until: claimed.lease_until!.toISOString(),
+        worker_id: workerId,
+      };
+      if (cmd.child) out.child = cmd.child;
+      if (cmd.tool?.kind === 'workbook') out.workbook = (pb.workbook ?? []) as unknown as JsonObject[];
+      return out;
+    });
+  }
+
+  async heartbeat(queueIdRaw: string, req: HeartbeatRequest): Promise<HeartbeatResponse> {
+    const queueId = parseId(queueIdRaw);
+    if (!queueId) throw badRequest(`queue_id '${queueIdRaw}' is not an id`);
+    const workerId = this.workerId(req);
+    const until = await queueStore.heartbeat(this.db.pool, queueId, workerId, this.leaseSeconds(req?.lease_seconds));
+    if (until) return { lease_until: until.toISOString() };
+    const row = await queueStore.get(this.db.pool, queueId);
+    if (!row) throw notFound(`queue entry ${queueId} not found`);
+    if (row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') throw gone('finished', `queue entry ${queueId} is ${row.status}`, { status: row.status });
+    throw conflict('not_owner', `queue entry ${queueId} is not leased by worker '${workerId}'`, { status: row.status, worker_id: row.worker_id });
+  }
+
+  // ---------------------------------------------------------------------------------- cancel
+
+  async cancel(executionIdRaw: string): Promise<ExecutionRecord> {
+    const id = parseId(executionIdRaw);
+    if (!id) throw badRequest(`execution_id '${executionIdRaw}' is not an id`);
+    const row = await this.run(async (client, ctx) => {
+      const loaded = await this.lockAndLoad(client, id);
+      if (!loaded) throw notFound(`execution ${id} not found`);
+      if (isTerminal(loaded.row.status)) return loaded.row;
+      const applied = await this.applyLoaded(client, ctx, loaded, { name: 'execution.cancel', step: null, payload: { reason: 'cancelled by request' } });
+      return applied.row;
+    });
+    return execStore.toRecord(row);
+  }
+
+  // --------------------------------------------------------------------- sweeper operations
+
+  /**
+   * An expired lease, re-checked under the execution lock: back to queued while attempts remain,
+   * else a failed `call.done` {error: {code: 'lease_expired'}} so the execution never hangs.
+   */
+  async reclaimLease(queueId: string, executionId: string): Promise<'requeued' | 'failed' | 'skipped'> {
+    return this.run(async (client, ctx) => {
+      const loaded = await this.lockAndLoad(client, executionId);
+      if (!loaded) return 'skipped';
+      const { rows } = await client.query<QueueRow>(
+        `SELECT * FROM queue WHERE queue_id = $1 AND status = 'leased' AND lease_until < now() FOR UPDATE`, [queueId]);
+      const r = rows[0];
+      if (!r) return 'skipped';
+      if (r.attempts < r.max_deliveries) {
+        await queueStore.requeue(client, queueId);
+        ctx.toPublish.push({ queue_id: queueId, execution_id: executionId, step: r.step });
+        this.log.info({ queue_id: queueId, execution_id: executionId, attempts: r.attempts, worker_id: r.worker_id }, 'lease expired; command queued again');
+        return 'requeued';
+      }
+      const error = { message: `lease expired after ${r.attempts} attempts`, code: 'lease_expired' };
+      await this.applyLoaded(client, ctx, loaded, {
+        name: 'call.done', step: r.step, command_id: r.command_id,
+        payload: { error, meta: { queue_id: queueId, attempts: r.attempts, worker_id: r.worker_id } },
+      });
+      await queueStore.finish(client, executionId, r.command_id, 'failed'); // even if the engine had it already
+      metrics.commandsFinished.inc({ outcome: 'expired' });
+      this.log.warn({ queue_id: queueId, execution_id: executionId, attempts: r.attempts }, 'lease expired after the last attempt; step call failed');
+      return 'failed';
+    });
+  }
+
+  /** Cancels executions whose parent already ended (normally done right after the parent's commit). */
+  async cancelOrphans(limit = 100): Promise<number> {
+    const ids = await execStore.orphanedChildren(this.db.pool, limit);
+    for (const id of ids) await this.cancel(id).catch((err) => this.log.warn({ execution_id: id, err: String(err) }, 'cancelling an orphaned child failed'));
+    return ids.length;
+  }
+
+  /** Drops cached snapshots (all, or one execution's): the next mutation folds the log. */
+  async dropSnapshots(executionId?: string): Promise<void> {
+    await eventStore.dropSnapshot(this.db.pool, executionId);
+  }
+
+  /** State rebuilt from the event log alone (no snapshot), for checks and diagnostics. */
+  async foldState(executionId: string): Promise<ExecutionStateView> {
+    const events = await eventStore.list(this.db.pool, executionId, 0);
+    return this.engine.fold(events.map(eventStore.toEngineEvent));
+  }
+
+  // -------------------------------------------------------------------------------- internals
+
+  private workerId(req: { worker_id?: unknown } | undefined): string {
+    const w = req?.worker_id;
+    if (typeof w !== 'string' || w.trim() === '' || w.length > 200) throw badRequest('worker_id is required');
+    if (w.startsWith('execution:')) throw badRequest(`worker_id may not start with 'execution:'`);
+    return w;
+  }
+
+  private leaseSeconds(v: unknown): number {
+    if (v === undefined || v === null) return this.defaultLease;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw badRequest('lease_seconds must be a positive number');
+    return Math.min(this.maxLease, Math.max(1, v));
+  }
+
+  private input(now: number, externalVars: JsonObject): EngineInput {
+    const input: EngineInput = { now, random: this.random, externalVars };
+    if (this.maxInFlight !== undefined) input.maxInFlight = this.maxInFlight;
+    return input;
+  }
+
+  /** One transaction; after commit: outbox publish, then cancel the children of ended executions. */
+  private async run<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const ctx: TxCtx = { toPublish: [], terminated: [] };
+      let value: T;
+      try {
+        value = await this.db.tx((client) => fn(client, ctx));
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        const retry = attempt < 4 && (RETRYABLE.has(code ?? '') ||
+          (opts.retryUniqueChild && code === '23505' && (err as { constraint?: string }).constraint === 'execution_parent_command'));
+        if (!retry) throw err;
+        continue;
+      }
+      if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
+      for (const id of ctx.terminated) await this.cancelChildren(id);
+      return value;
+    }
+  }
+
+  private async cancelChildren(parentId: string): Promise<void> {
+    let ids: string[];
+    try {
+      ids = await execStore.openChildren(this.db.pool, parentId);
+    } catch (err) {
+      this.log.warn({ execution_id: parentId, err: String(err) }, 'listing children failed; the sweeper will cancel them');
+      return;
+    }
+    for (const id of ids) {
+      await this.cancel(id).catch((err) => this.log.warn({ execution_id: id, err: String(err) }, 'cancelling a child failed; the sweeper will retry'));
+    }
+  }
+
+  private async playbookFor(client: pg.PoolClient, catalogId: string): Promise<Playbook> {
+    const hit = this.playbooks.get(catalogId);
+    if (hit) return hit;
+    const entry = await catalogStore.getById(client, catalogId, { includeDeleted: true });
+    if (!entry) throw new Error(`catalog entry ${catalogId} of an execution is missing`);
+    if (this.playbooks.size >= 500) this.playbooks.delete(this.playbooks.keys().next().value!);
+    this.playbooks.set(catalogId, entry.playbook);
+    return entry.playbook;
+  }
+
+  /** Takes the execution's lock and rebuilds its state (snapshot + newer events, or the whole log). */
+  private async lockAndLoad(client: pg.PoolClient, executionId: string): Promise<Loaded | null> {
+    await lock(client, executionId);
+    const row = await execStore.get(client, executionId);
+    if (!row) return null;
+    const playbook = await this.playbookFor(client, row.catalog_id);
+    let state: ExecutionStateView | undefined;
+    let seq = 0;
+    const snap = this.snapshots ? await eventStore.loadSnapshot<ExecutionStateView>(client, executionId) : null;
+    if (snap) {
+      state = snap.state;
+      seq = snap.seq;
+      for (const e of await eventStore.list(client, executionId, seq)) {
+        state = this.engine.reduce(state, eventStore.toEngineEvent(e));
+        seq = e.seq;
+      }
+    } else {
+      const all = await eventStore.list(client, executionId, 0);
+      if (all.length) {
+        state = this.engine.fold(all.map(eventStore.toEngineEvent));
+        seq = all[all.length - 1].seq;
+      }
+    }
+    return { row, state, seq, playbook };
+  }
+
+  private async applyLoaded(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, event: EngineEvent): Promise<Applied> {
+    if (!loaded.state) throw new Error(`execution ${loaded.row.execution_id} has no events`);
+    const now = this.now();
+    const externalVars = await this.hooks.loadVars(client, loaded.row.execution_id);
+    const decision = this.engine.handle(loaded.state, loaded.playbook, event, this.input(now, externalVars));
+    return this.persist(client, ctx, loaded, decision, now, externalVars);
+  }
+
+  private async persist(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, decision: Decision, now: number, externalVars: JsonObject): Promise<Applied> {
+    const id = loaded.row.execution_id;
+    if (decision.events.length === 0 && decision.commands.length === 0) {
+      return { decision, recorded: false, inserted: [], row: loaded.row, externalVars };
+    }
+    await eventStore.append(client, id, loaded.seq + 1, decision.events);
+    const seq = loaded.seq + decision.events.length;
+    for (const ev of decision.events) {
+      if (ev.name === 'vars_set') {
+        const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
+        await this.hooks.onVarsSet(client, id, variables, ev.step ?? '');
+      } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
+        const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
+        await queueStore.finish(client, id, ev.command_id, failed ? 'failed' : 'done');
+        metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
+      }
+    }
+    const inserted = await queueStore.insertCommands(client, id, decision.commands, now);
+    if (inserted.length) metrics.commandsIssued.inc(inserted.length);
+    for (const c of inserted) if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
+
+    const s = decision.state;
+    const terminal = isTerminal(s.status);
+    const wasTerminal = isTerminal(loaded.row.status);
+    const row = await execStore.updateFromState(client, id, {
+      status: s.status, result: (s.result ?? null) as Json | null, error: (s.error ?? null) as Json | null, steps: s.steps ?? {}, terminal,
+    });
+    if (this.snapshots) await eventStore.saveSnapshot(client, id, seq, s);
+    loaded.row = row;
+    loaded.state = s;
+    loaded.seq = seq;
+
+    if (terminal && !wasTerminal) {
+      const cancelled = await queueStore.cancelOpen(client, id);
+      if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
+      await this.hooks.onExecutionTerminal(client, { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id });
+      metrics.executions.inc({ status: s.status });
+      ctx.terminated.push(id);
+      if (row.parent_execution_id && row.parent_command_id !== null) await this.notifyParent(client, ctx, row);
+    }
+    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+  }
+
+  /** A child ended: its parent's command gets `call.done` (same transaction, child → parent). */
+  private async notifyParent(client: pg.PoolClient, ctx: TxCtx, child: ExecutionRow): Promise<void> {
+    const parentId = child.parent_execution_id!;
+    const loaded = await this.lockAndLoad(client, parentId);
+    if (!loaded || isTerminal(loaded.row.status)) return; // nobody waits for this result any more
+    const q = await queueStore.getByCommand(client, parentId, child.parent_command_id!);
+    const meta = { child_execution_id: child.execution_id, child_status: child.status, ...(q ? { queue_id: q.queue_id } : {}) };
+    let payload: JsonObject;
+    if (child.status === 'completed') {
+      payload = { response: child.result ?? null, meta };
+    } else {
+      const base: JsonObject = isObject(child.error) ? { ...child.error } : child.error != null ? { message: String(typeof child.error === 'string' ? child.error : JSON.stringify(child.error)) } : {};
+      if (typeof base.message !== 'string') base.message = `child execution ${child.execution_id} ${child.status}`;
+      base.code ??= child.status === 'cancelled' ? 'child_cancelled' : 'child_failed';
+      base.child_execution_id = child.execution_id;
+      payload = { error: base, meta };
+    }
+    await this.applyLoaded(client, ctx, loaded, { name: 'call.done', step: q?.step ?? null, command_id: child.parent_command_id!, payload });
+  }
+}
+
+async function lock(client: pg.PoolClient, executionId: string): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
+}
+
+function claimRefusal(row: QueueRow, workerId: string): AppError {
+  switch (row.status) {
+    case 'leased':
+      return conflict('already_claimed', row.worker_id === workerId
+        ? `queue entry ${row.queue_id} is already claimed by this worker`
+        : `queue entry ${row.queue_id} is claimed by another worker`, { worker_id: row.worker_id, lease_until: row.lease_until?.toISOString?.() ?? null });
+    case 'queued':
+      return new AppError(425, 'not_due', `queue entry ${row.queue_id} is not due before ${row.available_at.toISOString()}`, { available_at: row.available_at.toISOString() });
+    default:
+      return gone('finished', `queue entry ${row.queue_id} is ${row.status}`, { status: row.status });
+  }
+}

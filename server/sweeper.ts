@@ -1,0 +1,124 @@
+/**
+ * The sweeper: a loop every replica may run (no leader; work is shared with SKIP LOCKED and
+ * re-checks under the execution lock). Each tick:
+ *   1. publishes queued rows that are due and were never published (delayed commands, outbox
+ *      rows whose publish failed) or whose last notification is older than `republishAfterMs`;
+ *   2. reclaims expired leases: queued again while attempts < max_deliveries, else the call fails
+ *      with `lease_expired` so the execution moves on;
+ *   3. cancels children whose parent ended;
+ *   4. heartbeats this server's runtime row;
+ *   5. runs extra tasks (keychain/vars cleanup of the credentials module).
+ * A failing part is logged and the next tick tries again.
+ */
+import type { PgExecutionService } from './executions/service.js';
+import type { Outbox } from './executions/outbox.js';
+import type { CoreLogger } from './executions/types.js';
+import type { Db, RuntimeService } from './services.js';
+import * as queue from './store/queue.js';
+
+export interface SweeperOptions {
+  db: Db;
+  executions: PgExecutionService;
+  outbox: Outbox;
+  runtime?: RuntimeService;
+  /** Runtime name of this server (heartbeat). */
+  serverName?: string;
+  logger: CoreLogger;
+  /** Tick period, default 1000 ms. */
+  intervalMs?: number;
+  /** Republish a queued row whose notification is older than this, default 120 000 ms. */
+  republishAfterMs?: number;
+  /** Rows per part per tick, default 200. */
+  batch?: number;
+  /** Heartbeat period of the runtime row, default 15 000 ms. */
+  heartbeatMs?: number;
+  /** Extra periodic tasks run after the core ones (errors logged). */
+  tasks?: Array<{ name: string; run: () => Promise<unknown> }>;
+}
+
+export interface SweepResult {
+  published: number;
+  requeued: number;
+  failed: number;
+  orphans: number;
+}
+
+export class Sweeper {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = true;
+  private closing = false;
+  private lastHeartbeat = 0;
+
+  constructor(private readonly o: SweeperOptions) {}
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.closing = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.closing = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  private schedule(ms: number) {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.tick().then(() => undefined, () => undefined).finally(() => {
+        this.running = null;
+        this.schedule(this.o.intervalMs ?? 1000);
+      });
+    }, ms);
+    this.timer.unref?.();
+  }
+
+  /** One pass of every part (also called directly by tests). */
+  async tick(): Promise<SweepResult> {
+    const log = this.o.logger;
+    const batch = this.o.batch ?? 200;
+    const out: SweepResult = { published: 0, requeued: 0, failed: 0, orphans: 0 };
+    try {
+      const expired = await queue.expiredLeases(this.o.db.pool, batch);
+      for (const e of expired) {
+        if (this.closing) break;
+        const r = await this.o.executions.reclaimLease(e.queue_id, e.execution_id);
+        if (r === 'requeued') out.requeued++;
+        else if (r === 'failed') out.failed++;
+      }
+    } catch (err) {
+      log.warn({ err: String(err) }, 'sweeper: reclaiming expired leases failed');
+    }
+    try {
+      out.published = await this.o.outbox.publishDue({ republishAfterMs: this.o.republishAfterMs ?? 120_000, batch });
+    } catch (err) {
+      log.warn({ err: String(err) }, 'sweeper: publishing due commands failed');
+    }
+    try {
+      out.orphans = await this.o.executions.cancelOrphans(batch);
+    } catch (err) {
+      log.warn({ err: String(err) }, 'sweeper: cancelling orphaned children failed');
+    }
+    if (this.o.runtime && this.o.serverName && Date.now() - this.lastHeartbeat >= (this.o.heartbeatMs ?? 15_000)) {
+      try {
+        await this.o.runtime.heartbeat('server', this.o.serverName);
+        this.lastHeartbeat = Date.now();
+      } catch (err) {
+        log.warn({ err: String(err) }, 'sweeper: runtime heartbeat failed');
+      }
+    }
+    for (const t of this.o.tasks ?? []) {
+      try {
+        await t.run();
+      } catch (err) {
+        log.warn({ task: t.name, err: String(err) }, 'sweeper: task failed');
+      }
+    }
+    return out;
+  }
+}
