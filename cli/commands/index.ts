@@ -1,7 +1,16 @@
 import type { Command } from 'commander';
+import { register as catalog } from './catalog.js';
+import { register as execution } from './execution.js';
+import { register as run } from './run.js';
+import { register as server } from './server.js';
 
 /** Add one line per command group. Order is the order `playflow --help` lists them. */
-const groups: Array<(program: Command) => void> = [];
+const groups: Array<(program: Command) => void> = [
+  server,
+  catalog,
+  run,
+  execution,
+];
 
 export function registerCommands(program: Command): void {
   for (const register of groups) register(program);

@@ -1,0 +1,127 @@
+/**
+ * What the API commands share: the client options (`--server`, `--token`, `--output`), output
+ * in text or JSON, and turning failures into one clear line on stderr with a non-zero exit.
+ */
+import type { Command } from 'commander';
+import { ApiError, PlayflowClient } from '../../client/http.js';
+
+export const DEFAULT_SERVER = 'http://localhost:8082';
+
+export interface ApiOptions {
+  server?: string;
+  token?: string;
+  output?: string;
+}
+
+/** Adds --server, --token and --output to an API command. */
+export function apiOptions(cmd: Command): Command {
+  return cmd
+    .option('--server <url>', 'server base URL (env SERVER_API_URL)', process.env.SERVER_API_URL || DEFAULT_SERVER)
+    .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)', process.env.PLAYFLOW_API_TOKEN || undefined)
+    .option('-o, --output <format>', 'text or json', 'text');
+}
+
+export function clientFrom(opts: ApiOptions): PlayflowClient {
+  return new PlayflowClient({ baseUrl: opts.server || DEFAULT_SERVER, token: opts.token || undefined });
+}
+
+export function isJson(opts: ApiOptions): boolean {
+  if (opts.output && !['text', 'json'].includes(opts.output)) throw new CliError(`unknown --output ${JSON.stringify(opts.output)} (text or json)`);
+  return opts.output === 'json';
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export function println(line = ''): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** A failure with a message meant for the user as is. */
+export class CliError extends Error {
+  constructor(message: string, readonly exitCode = 1, readonly details?: unknown) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+interface Issue {
+  path?: string;
+  message?: string;
+  severity?: string;
+  field?: string;
+  location?: string;
+}
+
+/** The user-facing text of an API error. */
+export function describeApiError(err: ApiError, opts: ApiOptions): string {
+  const server = opts.server || DEFAULT_SERVER;
+  switch (true) {
+    case err.status === 0:
+      return `${err.message}; is the server running? (set --server or SERVER_API_URL; tried ${server})`;
+    case err.status === 401:
+      return `unauthorized (401): ${err.message}; pass --token or set PLAYFLOW_API_TOKEN`;
+    case err.status === 422 && Array.isArray(err.details): {
+      const lines = (err.details as Issue[]).map((i) => `  - ${i.path || '(document)'}: ${i.message ?? ''}${i.severity === 'warning' ? ' (warning)' : ''}`);
+      return `playbook invalid (422): ${err.message}\n${lines.join('\n')}`;
+    }
+    case err.status === 404:
+      return `not found (404): ${err.message}`;
+    default:
+      return `${err.code} (${err.status}): ${err.message}`;
+  }
+}
+
+/**
+ * Runs an action; any failure is printed (as `{error: …}` JSON on stderr with --output json)
+ * and the process exits non-zero.
+ */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
+  return async (...args: A): Promise<void> => {
+    const cmd = args[args.length - 1] as Command;
+    const opts = (typeof cmd?.opts === 'function' ? cmd.opts() : {}) as ApiOptions;
+    try {
+      await fn(...args);
+    } catch (err) {
+      let message: string;
+      let body: { code: string; message: string; status?: number; details?: unknown };
+      let exitCode = 1;
+      if (err instanceof ApiError) {
+        message = describeApiError(err, opts);
+        body = { code: err.code, message: err.message, status: err.status, details: err.details };
+      } else if (err instanceof CliError) {
+        message = err.message;
+        exitCode = err.exitCode;
+        body = { code: 'cli_error', message: err.message, details: err.details };
+      } else {
+        message = err instanceof Error ? err.message : String(err);
+        body = { code: 'error', message };
+      }
+      if (opts.output === 'json') process.stderr.write(`${JSON.stringify({ error: body }, null, 2)}\n`);
+      else process.stderr.write(`error: ${message}\n`);
+      process.exitCode = exitCode;
+    }
+  };
+}
+
+/** `{"a":1}` or `@file.json`; must be a JSON object. */
+export async function parseJsonObject(text: string, what: string): Promise<Record<string, unknown>> {
+  let raw = text;
+  if (text.startsWith('@')) {
+    const { readFile } = await import('node:fs/promises');
+    try {
+      raw = await readFile(text.slice(1), 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot read ${what} file '${text.slice(1)}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    throw new CliError(`${what} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new CliError(`${what} must be a JSON object, e.g. '{"name": "x"}'`);
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,135 @@
+/**
+ * `playflow server start`: settings from the environment (server/config.ts), the core
+ * (`createServerCore` in server/core.ts: database + migrations, broker, services, sweeper), the
+ * HTTP app (server/app) listening on PORT (default 8082).
+ *
+ * Shutdown on SIGTERM/SIGINT: stop accepting connections (new requests on kept-alive connections
+ * get 503), let requests in flight finish, then stop the core (sweeper, outbox, broker, pool).
+ * A second signal, or 30 s without finishing, exits at once with status 1.
+ */
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app/index.js';
+import { describeConfig, loadConfig, type ServerConfig } from './config.js';
+import { createLogger, type Logger } from './logger.js';
+import { enableDefaultMetrics } from './metrics.js';
+import type { ServerDeps } from './services.js';
+
+type CreateServerCore = (config: ServerConfig, opts: { logger: Logger }) => Promise<ServerCoreHandle>;
+
+/**
+ * server/core.ts is written in parallel with this file; it is loaded by name so this module
+ * compiles before it exists. (Switch to a static import once it has landed.)
+ */
+async function loadCore(): Promise<CreateServerCore> {
+  const specifier = './core.js';
+  const mod = (await import(specifier)) as { createServerCore?: CreateServerCore };
+  if (typeof mod.createServerCore !== 'function') throw new Error('server/core.js does not export createServerCore');
+  return mod.createServerCore;
+}
+
+/** What `createServerCore` gives back; only these members are used here. */
+export interface ServerCoreHandle {
+  deps: ServerDeps;
+  /** Starts background work (sweeper, outbox) once the app listens; optional. */
+  start?(): Promise<void> | void;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Default: loadConfig(process.env). */
+  config?: ServerConfig;
+  logger?: Logger;
+  /** Install SIGTERM/SIGINT handlers (default true; tests pass false and call stop()). */
+  handleSignals?: boolean;
+  /** Shutdown deadline, ms (default 30000). */
+  shutdownTimeoutMs?: number;
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  core: ServerCoreHandle;
+  config: ServerConfig;
+  /** http://host:port actually bound (port 0 → the chosen one). */
+  address: string;
+  /** Graceful stop; idempotent. */
+  stop(): Promise<void>;
+}
+
+export async function startServer(opts: StartOptions = {}): Promise<RunningServer> {
+  const config = opts.config ?? loadConfig();
+  const logger = opts.logger ?? createLogger({ level: config.logLevel });
+  enableDefaultMetrics();
+  logger.info({ config: describeConfig(config) }, 'starting playflow server');
+
+  const createServerCore = await loadCore();
+  const core = await createServerCore(config, { logger });
+  let app: FastifyInstance;
+  try {
+    app = await buildApp(core.deps, {
+      apiToken: config.apiToken,
+      publicEndpoints: config.publicEndpoints,
+      sqlApi: config.sqlApi,
+      logger,
+    });
+  } catch (err) {
+    await core.close().catch(() => {});
+    throw err;
+  }
+
+  let address: string;
+  try {
+    address = await app.listen({ port: config.port, host: config.host });
+    await core.start?.();
+  } catch (err) {
+    await app.close().catch(() => {});
+    await core.close().catch(() => {});
+    throw err;
+  }
+  logger.info({ address, serverUrl: config.serverUrl, auth: config.apiToken ? 'bearer token' : 'none' }, 'playflow server listening');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      logger.info('shutting down: no new connections, finishing requests in flight');
+      try {
+        await app.close();
+      } finally {
+        await core.close();
+      }
+      logger.info('server stopped');
+    })();
+    return stopping;
+  };
+
+  if (opts.handleSignals ?? true) {
+    const deadline = opts.shutdownTimeoutMs ?? 30_000;
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals += 1;
+      if (signals > 1) {
+        logger.warn({ signal }, 'second signal: exiting now');
+        process.exit(1);
+      }
+      logger.info({ signal }, 'signal received');
+      const timer = setTimeout(() => {
+        logger.error({ deadline_ms: deadline }, 'shutdown did not finish in time: exiting');
+        process.exit(1);
+      }, deadline);
+      timer.unref();
+      stop().then(
+        () => {
+          clearTimeout(timer);
+          process.exit(0);
+        },
+        (err) => {
+          logger.error({ err }, 'error during shutdown');
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  }
+
+  return { app, core, config, address, stop };
+}
