@@ -45,10 +45,12 @@ export async function append(q: Queryable, executionId: string, firstSeq: number
   if (events.length === 0) return;
   await q.query(
     `INSERT INTO event (execution_id, seq, name, step, command_id, payload)
-     SELECT $1, $2 + o - 1, e.name, e.step, e.command_id, e.payload
-       FROM jsonb_to_recordset($3::jsonb) WITH ORDINALITY AS e(name text, step text, command_id integer, payload jsonb, o bigint)
-      ORDER BY o`,
-    [executionId, firstSeq, JSON.stringify(events.map((e) => ({ name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload: e.payload ?? {} })))],
+     SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb)
+       FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb)
+      ORDER BY e.seq`,
+    [executionId, JSON.stringify(events.map((e, i) => ({
+      seq: firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload: e.payload ?? {},
+    })))],
   );
 }
 
