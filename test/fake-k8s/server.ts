@@ -237,7 +237,7 @@ export class FakeKubeServer {
   private rv = 1;
   private watches = new Set<WatchConn>();
   private watchesEnabled = true;
-  private injected: Array<{ match: (method: string, path: string) => boolean; code: number; times: number }> = [];
+  private injected: Array<{ match: (method: string, path: string, token: string) => boolean; code: number; times: number }> = [];
   private readonly bookmarkIntervalMs: number;
   private readonly simulateSts: boolean;
   url = '';
@@ -305,9 +305,14 @@ export class FakeKubeServer {
     return this.watches.size;
   }
 
-  /** The next `times` requests matching get an error Status with `code`. */
-  failNext(match: (method: string, path: string) => boolean, code = 500, times = 1): void {
+  /** The next `times` requests matching (method, path, bearer token) get an error Status with `code`. */
+  failNext(match: (method: string, path: string, token: string) => boolean, code = 500, times = 1): void {
     this.injected.push({ match, code, times });
+  }
+
+  /** Drops every pending injected failure. */
+  clearFailures(): void {
+    this.injected = [];
   }
 
   /** Mutating requests (everything but GET), optionally only those of one token. */
@@ -370,7 +375,7 @@ export class FakeKubeServer {
     res.on('finish', () => { rec.status = res.statusCode; });
     const body = await readBody(req);
 
-    const inj = this.injected.find((i) => i.times > 0 && i.match(method, url.pathname));
+    const inj = this.injected.find((i) => i.times > 0 && i.match(method, url.pathname, rec.token));
     if (inj) {
       inj.times -= 1;
       if (inj.times === 0) this.injected = this.injected.filter((i) => i !== inj);

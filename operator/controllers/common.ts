@@ -1,0 +1,47 @@
+import type { KubeClients } from '../kube.js';
+import { patchCustom } from '../kube.js';
+import type { EventRecorder } from '../events.js';
+import type { Logger } from '../log.js';
+import type { OperatorMetrics } from '../metrics.js';
+import type { OperatorServerApi } from '../api.js';
+import { FINALIZER, type Resource } from '../types.js';
+
+/** What every controller gets from the operator. */
+export interface ControllerContext {
+  clients: KubeClients;
+  api: OperatorServerApi;
+  events: EventRecorder;
+  log: Logger;
+  metrics: OperatorMetrics;
+}
+
+export function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+}
+
+export function hasFinalizer(obj: Resource<unknown, unknown>): boolean {
+  return (obj.metadata.finalizers ?? []).includes(FINALIZER);
+}
+
+/**
+ * Adds our finalizer (merge patch guarded by the resourceVersion read: a concurrent change makes
+ * it fail with 409 and the key is retried with fresh state). Returns the updated object.
+ */
+export async function addFinalizer<T extends Resource<unknown, unknown>>(ctx: ControllerContext, plural: string, obj: T): Promise<T> {
+  const finalizers = [...(obj.metadata.finalizers ?? []), FINALIZER];
+  return (await patchCustom(ctx.clients, plural, obj.metadata.namespace, obj.metadata.name, {
+    metadata: { finalizers, resourceVersion: obj.metadata.resourceVersion },
+  })) as T;
+}
+
+export async function removeFinalizer(ctx: ControllerContext, plural: string, obj: Resource<unknown, unknown>): Promise<void> {
+  const finalizers = (obj.metadata.finalizers ?? []).filter((f) => f !== FINALIZER);
+  await patchCustom(ctx.clients, plural, obj.metadata.namespace, obj.metadata.name, {
+    metadata: { finalizers: finalizers.length ? finalizers : null, resourceVersion: obj.metadata.resourceVersion },
+  });
+}
+
+export function nowIso(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+}

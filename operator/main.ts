@@ -1,0 +1,289 @@
+/**
+ * `playflow operator start`: informers for Playbooks, Credentials, WorkerPools and Secrets, three
+ * controllers, leader election, and a side HTTP port with /metrics, /healthz and /readyz.
+ *
+ * Informers run on every instance (a warm cache makes failover fast); only the leader's
+ * controllers run, so only the leader writes. Losing the lease stops the controllers at once.
+ *
+ * Environment (see `operatorConfigFromEnv`): KUBECONFIG or the in-cluster service account,
+ * SERVER_API_URL (also SERVER_URL_FOR_WORKERS, FLOW_SERVER_URL), PLAYFLOW_API_TOKEN,
+ * OPERATOR_METRICS_PORT (default 8081), WATCH_NAMESPACES (comma-separated; empty = all),
+ * POD_NAME (leader identity), POD_NAMESPACE / OPERATOR_LEASE_NAMESPACE (where the Lease lives),
+ * OPERATOR_LEASE_NAME, LEADER_ELECT (default true), OPERATOR_LEASE_DURATION_SECONDS (15),
+ * OPERATOR_RENEW_DEADLINE_SECONDS (10), OPERATOR_RETRY_PERIOD_SECONDS (2),
+ * OPERATOR_RESYNC_SECONDS (300), WORKERPOOL_POLL_SECONDS (15).
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import * as k8s from '@kubernetes/client-node';
+import { PlayflowClient } from '../client/http.js';
+import { serverApi, type OperatorServerApi } from './api.js';
+import { Controller } from './controller.js';
+import { EventRecorder } from './events.js';
+import { Informer, type KubeObjectLike } from './informer.js';
+import { listCustom, listSecrets, makeClients, resourcePath } from './kube.js';
+import { LeaderElector } from './leader.js';
+import { createOperatorLogger, type Logger } from './log.js';
+import { OperatorMetrics } from './metrics.js';
+import { PLAYBOOK_PLURAL, playbookReconciler } from './controllers/playbook.js';
+import { CREDENTIAL_PLURAL, credentialReconciler } from './controllers/credential.js';
+import { DEFAULT_WORKERPOOL, WORKERPOOL_PLURAL, workerPoolReconciler } from './controllers/workerpool.js';
+import type { ControllerContext } from './controllers/common.js';
+import { GROUP, VERSION, type CredentialResource, type PlaybookResource, type WorkerPoolResource } from './types.js';
+
+export interface OperatorOptions {
+  kubeConfig: k8s.KubeConfig;
+  /** The Playflow server API (tests may pass their own); else built from serverUrl/apiToken. */
+  api?: OperatorServerApi;
+  serverUrl?: string;
+  apiToken?: string;
+  /** Namespaces to watch; empty = all namespaces. */
+  namespaces?: string[];
+  identity?: string;
+  leaderElection?: {
+    enabled?: boolean;
+    namespace?: string;
+    name?: string;
+    leaseDurationMs?: number;
+    renewDeadlineMs?: number;
+    retryPeriodMs?: number;
+  };
+  /** Port for /metrics, /healthz, /readyz; 0 = random; undefined = no HTTP server. */
+  metricsPort?: number;
+  metricsHost?: string;
+  resyncMs?: number;
+  workerPoolPollMs?: number;
+  /** Work queue backoff (tests shorten it). */
+  baseBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** Informer list/watch retry backoff. */
+  informerBackoffMs?: number;
+  watchTimeoutSeconds?: number;
+  log?: Logger;
+  defaultMetrics?: boolean;
+}
+
+export interface RunningOperator {
+  readonly identity: string;
+  isLeader(): boolean;
+  /** True once every informer has listed. */
+  ready(): boolean;
+  metrics: OperatorMetrics;
+  /** Bound address of the metrics server (when started). */
+  metricsUrl?: string;
+  informers: {
+    playbooks: Informer<PlaybookResource>;
+    credentials: Informer<CredentialResource>;
+    workerPools: Informer<WorkerPoolResource>;
+    secrets: Informer<k8s.V1Secret>;
+  }[];
+  stop(): Promise<void>;
+}
+
+/** A cache view over one informer per namespace. */
+function multi<T extends KubeObjectLike>(informers: Informer<T>[], namespaced: boolean) {
+  return {
+    get(ns: string, name: string): T | undefined {
+      for (const i of informers) {
+        const o = i.get(ns, name);
+        if (o) return o;
+      }
+      return undefined;
+    },
+    list(): T[] {
+      return informers.flatMap((i) => i.list());
+    },
+    namespaced,
+  };
+}
+
+export async function startOperator(opts: OperatorOptions): Promise<RunningOperator> {
+  const log = opts.log ?? createOperatorLogger();
+  const identity = opts.identity ?? `${hostname()}_${randomBytes(4).toString('hex')}`;
+  const clients = makeClients(opts.kubeConfig);
+  const metrics = new OperatorMetrics({ defaultMetrics: opts.defaultMetrics });
+  const api = opts.api ?? serverApi(new PlayflowClient({
+    baseUrl: opts.serverUrl ?? 'http://localhost:8082',
+    token: opts.apiToken,
+    timeoutMs: 10_000,
+    headers: { 'user-agent': `playflow-operator/${identity}` },
+  }));
+  const ctx: ControllerContext = { clients, api, events: new EventRecorder(clients, identity, log), log, metrics };
+  const namespaces = opts.namespaces?.length ? opts.namespaces : [''];
+  const resyncMs = opts.resyncMs ?? 300_000;
+
+  const mk = <T extends KubeObjectLike>(name: string, path: string, list: () => Promise<any>) =>
+    new Informer<T>({
+      name, path, list, watch: clients.watch, log, resyncMs,
+      minBackoffMs: opts.informerBackoffMs ?? 200,
+      watchTimeoutSeconds: opts.watchTimeoutSeconds,
+    });
+  const sets = namespaces.map((ns) => ({
+    playbooks: mk<PlaybookResource>(`playbooks${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, PLAYBOOK_PLURAL, ns), listCustom(clients, PLAYBOOK_PLURAL, ns)),
+    credentials: mk<CredentialResource>(`credentials${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, CREDENTIAL_PLURAL, ns), listCustom(clients, CREDENTIAL_PLURAL, ns)),
+    workerPools: mk<WorkerPoolResource>(`workerpools${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, WORKERPOOL_PLURAL, ns), listCustom(clients, WORKERPOOL_PLURAL, ns)),
+    secrets: mk<k8s.V1Secret>(`secrets${ns ? `@${ns}` : ''}`, resourcePath('', 'v1', 'secrets', ns), listSecrets(clients, ns)),
+  }));
+  const playbooks = multi(sets.map((s) => s.playbooks), true);
+  const credentials = multi(sets.map((s) => s.credentials), true);
+  const workerPools = multi(sets.map((s) => s.workerPools), true);
+  const secrets = multi(sets.map((s) => s.secrets), true);
+
+  const qopts = { baseDelayMs: opts.baseBackoffMs ?? 500, maxDelayMs: opts.maxBackoffMs ?? 5 * 60_000 };
+  const playbookCtl = new Controller('playbook', playbookReconciler(ctx, playbooks), metrics, log, qopts);
+  const credentialCtl = new Controller('credential', credentialReconciler(ctx, { credentials, secrets }), metrics, log, qopts);
+  const poolCtl = new Controller('workerpool', workerPoolReconciler(ctx, workerPools, {
+    ...DEFAULT_WORKERPOOL,
+    pollIntervalMs: opts.workerPoolPollMs ?? DEFAULT_WORKERPOOL.pollIntervalMs,
+  }), metrics, log, qopts);
+
+  const keyOf = (o: KubeObjectLike) => `${o.metadata?.namespace}/${o.metadata?.name}`;
+  for (const s of sets) {
+    s.playbooks.on('add', (o) => playbookCtl.enqueue(keyOf(o)));
+    s.playbooks.on('update', (o) => playbookCtl.enqueue(keyOf(o)));
+    s.playbooks.on('delete', (o) => playbookCtl.enqueue(keyOf(o)));
+    s.credentials.on('add', (o) => credentialCtl.enqueue(keyOf(o)));
+    s.credentials.on('update', (o) => credentialCtl.enqueue(keyOf(o)));
+    s.credentials.on('delete', (o) => credentialCtl.enqueue(keyOf(o)));
+    // Status writes of WorkerPools must not re-trigger polls: react to spec (generation) and
+    // deletion changes only; the periodic requeue does the rest.
+    s.workerPools.on('add', (o) => poolCtl.enqueue(keyOf(o)));
+    s.workerPools.on('update', (o, old) => {
+      if (o === old || o.metadata.generation !== old?.metadata.generation || !!o.metadata.deletionTimestamp !== !!old?.metadata.deletionTimestamp) {
+        poolCtl.enqueue(keyOf(o));
+      }
+    });
+    s.workerPools.on('delete', (o) => poolCtl.enqueue(keyOf(o)));
+    const secretChanged = (sec: k8s.V1Secret) => {
+      for (const c of credentials.list()) {
+        if (c.metadata.namespace === sec.metadata?.namespace && c.spec?.secretRef?.name === sec.metadata?.name) credentialCtl.enqueue(keyOf(c));
+      }
+    };
+    s.secrets.on('add', secretChanged);
+    s.secrets.on('update', (o, old) => {
+      if (o !== old) secretChanged(o);
+    });
+    s.secrets.on('delete', secretChanged);
+  }
+  const allInformers = sets.flatMap((s) => [s.playbooks, s.credentials, s.workerPools, s.secrets]);
+
+  const controllers = [playbookCtl, credentialCtl, poolCtl];
+  let leading = false;
+  const startControllers = async () => {
+    await Promise.all(allInformers.map((i) => i.waitForSync()));
+    if (!leading) return;
+    for (const c of controllers) c.start();
+    for (const o of playbooks.list()) playbookCtl.enqueue(keyOf(o));
+    for (const o of credentials.list()) credentialCtl.enqueue(keyOf(o));
+    for (const o of workerPools.list()) poolCtl.enqueue(keyOf(o));
+  };
+  const stopControllers = async () => {
+    await Promise.all(controllers.map((c) => c.stop()));
+  };
+
+  for (const i of allInformers) i.start();
+
+  const le = opts.leaderElection ?? {};
+  let elector: LeaderElector | undefined;
+  if (le.enabled === false) {
+    leading = true;
+    metrics.leader.set(1);
+    void startControllers();
+  } else {
+    elector = new LeaderElector(clients, {
+      namespace: le.namespace ?? 'default',
+      name: le.name ?? 'playflow-operator',
+      identity,
+      leaseDurationMs: le.leaseDurationMs,
+      renewDeadlineMs: le.renewDeadlineMs,
+      retryPeriodMs: le.retryPeriodMs,
+      onStartedLeading: () => {
+        leading = true;
+        metrics.leader.set(1);
+        void startControllers();
+      },
+      onStoppedLeading: () => {
+        leading = false;
+        metrics.leader.set(0);
+        void stopControllers();
+      },
+      onNewLeader: (who) => log.info({ leader: who }, 'another instance leads'),
+    }, log);
+    elector.start();
+  }
+
+  const ready = () => allInformers.every((i) => i.hasSynced);
+  let server: http.Server | undefined;
+  let metricsUrl: string | undefined;
+  if (opts.metricsPort !== undefined) {
+    server = http.createServer((req, res) => {
+      const url = (req.url ?? '/').split('?')[0];
+      if (url === '/healthz') {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      } else if (url === '/readyz') {
+        const ok = ready();
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok' : 'informers not synced');
+      } else if (url === '/metrics') {
+        metrics.registry.metrics().then(
+          (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+          (err: unknown) => res.writeHead(500).end(String(err)),
+        );
+      } else res.writeHead(404).end('not found');
+    });
+    await new Promise<void>((resolve) => server!.listen(opts.metricsPort, opts.metricsHost ?? '0.0.0.0', resolve));
+    const addr = server.address() as AddressInfo;
+    metricsUrl = `http://127.0.0.1:${addr.port}`;
+  }
+  log.info({ identity, namespaces: namespaces.filter(Boolean), metricsUrl }, 'operator started');
+
+  return {
+    identity,
+    isLeader: () => leading,
+    ready,
+    metrics,
+    metricsUrl,
+    informers: sets,
+    async stop() {
+      await elector?.stop();
+      leading = false;
+      await stopControllers();
+      await Promise.all(allInformers.map((i) => i.stop()));
+      if (server) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server!.close(() => resolve()));
+      }
+    },
+  };
+}
+
+/** Options from the environment (DESIGN §3 names, plus the operator's own). */
+export function operatorConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Omit<OperatorOptions, 'kubeConfig'> {
+  const num = (v: string | undefined, d: number) => (v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : d);
+  return {
+    serverUrl: env.SERVER_API_URL || env.SERVER_URL_FOR_WORKERS || env.FLOW_SERVER_URL || 'http://localhost:8082',
+    apiToken: env.PLAYFLOW_API_TOKEN || undefined,
+    namespaces: (env.WATCH_NAMESPACES ?? env.WATCH_NAMESPACE ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    identity: env.POD_NAME || undefined,
+    metricsPort: num(env.OPERATOR_METRICS_PORT, 8081),
+    leaderElection: {
+      enabled: !['false', '0', 'no'].includes((env.LEADER_ELECT ?? 'true').toLowerCase()),
+      namespace: env.OPERATOR_LEASE_NAMESPACE || env.POD_NAMESPACE || 'default',
+      name: env.OPERATOR_LEASE_NAME || 'playflow-operator',
+      leaseDurationMs: num(env.OPERATOR_LEASE_DURATION_SECONDS, 15) * 1000,
+      renewDeadlineMs: num(env.OPERATOR_RENEW_DEADLINE_SECONDS, 10) * 1000,
+      retryPeriodMs: num(env.OPERATOR_RETRY_PERIOD_SECONDS, 2) * 1000,
+    },
+    resyncMs: num(env.OPERATOR_RESYNC_SECONDS, 300) * 1000,
+    workerPoolPollMs: num(env.WORKERPOOL_POLL_SECONDS, 15) * 1000,
+    defaultMetrics: true,
+  };
+}
+
+/** Loads KUBECONFIG / ~/.kube/config, or the in-cluster service account inside a pod. */
+export function loadKubeConfig(): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromDefault();
+  return kc;
+}
