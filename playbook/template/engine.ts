@@ -19,7 +19,7 @@
  */
 import nunjucks from 'nunjucks';
 import { SecurityError, UndefinedValueError, checkName, getAttr, ownLookup } from './sandbox.js';
-import { arith, callMethod, compare, concat, neg, pyIn, pySlice, toText, truthy } from './python.js';
+import { arith, callMethod, compare, concat, neg, pyIn, pyRange, pySlice, toText, truthy } from './python.js';
 import { makeFilters, makeTests } from './filters.js';
 
 const { parser, lexer, nodes, compiler, runtime: nunjucksRuntime, lib } = nunjucks as any;
@@ -97,9 +97,9 @@ const env: any = new nunjucks.Environment(null, { autoescape: false, throwOnUnde
   env.tests = Object.assign(Object.create(null), tests);
   env.filters = Object.assign(Object.create(null), filters);
   const g = env.globals as Record<string, unknown>;
-  // nunjucks' own globals (range, cycler, joiner) are functions: callable, with no readable
-  // members (sandbox). lipsum is dropped: templates must be deterministic.
-  env.globals = Object.assign(Object.create(null), { range: g.range, cycler: g.cycler, joiner: g.joiner });
+  // Globals are functions: callable, with no readable members (sandbox). range is bounded
+  // (MAX_ITEMS); lipsum is dropped: templates must be deterministic.
+  env.globals = Object.assign(Object.create(null), { range: pyRange, cycler: g.cycler, joiner: g.joiner });
 }
 
 /** Extra filters may be added by the application (names are checked by the sandbox). */
@@ -237,6 +237,8 @@ function checkAst(ast: any): void {
     if (t === 'Symbol') checkName(n.value);
     if (t === 'LookupVal' && n.val instanceof nodes.Literal) checkName(n.val.value);
     if (t === 'Filter') checkName(n.name.value);
+    // `{'__proto__': x}` would compile to an object literal whose prototype is x.
+    if (t === 'Pair' && n.key instanceof nodes.Literal) checkName(n.key.value);
   });
 }
 

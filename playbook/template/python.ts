@@ -123,8 +123,8 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
     case '-':
       return num(a) - num(b);
     case '*':
-      if (typeof a === 'string' && typeof b === 'number') return a.repeat(Math.max(0, b));
-      if (Array.isArray(a) && typeof b === 'number') return Array.from({ length: Math.max(0, b) }, () => a).flat();
+      if (typeof a === 'string' && typeof b === 'number') return a.repeat(bounded(b, a.length, MAX_STRING));
+      if (Array.isArray(a) && typeof b === 'number') return Array.from({ length: bounded(b, a.length, MAX_ITEMS) }, () => a).flat(1);
       return num(a) * num(b);
     case '/': {
       const d = num(b);
@@ -149,6 +149,27 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
     default:
       throw new Error(`unknown operator ${op}`);
   }
+}
+
+/** Limits that keep one template from exhausting the server's memory. */
+export const MAX_ITEMS = 100_000;
+export const MAX_STRING = 10_000_000;
+
+function bounded(times: number, unit: number, max: number): number {
+  const n = Math.max(0, Math.trunc(times));
+  if (n * Math.max(1, unit) > max) throw new UndefinedValueError(`result too large (over ${max} ${max === MAX_ITEMS ? 'items' : 'characters'})`);
+  return n;
+}
+
+/** Jinja's range(stop) / range(start, stop[, step]), bounded to MAX_ITEMS. */
+export function pyRange(...args: unknown[]): number[] {
+  const nums = args.map((a) => Math.trunc(Number(a)));
+  if (nums.some((n) => !Number.isFinite(n))) throw new UndefinedValueError('range expects integers');
+  const [start, stop, step] = nums.length === 1 ? [0, nums[0], 1] : [nums[0], nums[1], nums[2] ?? 1];
+  if (step === 0) throw new UndefinedValueError('range step must not be zero');
+  const count = Math.max(0, Math.ceil((stop - start) / step));
+  if (count > MAX_ITEMS) throw new UndefinedValueError(`range too large (over ${MAX_ITEMS} items)`);
+  return Array.from({ length: count }, (_, i) => start + i * step);
 }
 
 function num(v: unknown): number {
