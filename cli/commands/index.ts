@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { register as catalog } from './catalog.js';
 import { register as execution } from './execution.js';
+import { register as operator } from './operator.js';
 import { register as run } from './run.js';
 import { register as server } from './server.js';
 
@@ -10,6 +11,7 @@ const groups: Array<(program: Command) => void> = [
   catalog,
   run,
   execution,
+  operator,
 ];
 
 export function registerCommands(program: Command): void {
