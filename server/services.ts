@@ -10,6 +10,9 @@ import type {
   RunRequest, RunResponse, WorkerEvent,
 } from '../client/protocol.js';
 import type { ExecutionStatus, StepSummary } from './engine/contract.js';
+import type { CredentialService } from './secrets/credentials.js';
+import type { KeychainService } from './secrets/keychain.js';
+import type { VarsService } from './secrets/vars.js';
 
 export interface Db {
   pool: pg.Pool;
@@ -113,6 +116,10 @@ export interface ServerDeps {
   serverUrl: string;
   /** Probe for /health (added by the HTTP layer; a `Broker` from server/broker satisfies it). Absent: reported `skipped`. */
   broker?: BrokerProbe;
+  /** Credentials, keychain and execution variables (server/secrets); their routes are off when absent. */
+  credentials?: CredentialService;
+  keychain?: KeychainService;
+  vars?: VarsService;
 }
 
 /** What /health needs of the broker. */

@@ -11,6 +11,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
+import { errors } from './schemas.js';
+import type { AppPlugin } from './context.js';
 import { CREDENTIAL_TYPES, CredentialValidationError, type CredentialService } from '../secrets/credentials.js';
 
 const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]+$' }, { type: 'integer', minimum: 0 }] };
@@ -40,14 +42,14 @@ const meta = {
     updated_at: { type: 'string', format: 'date-time' },
   },
 };
-const errorBody = {
-  type: 'object',
-  properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } } },
-};
 const validationFailed = {
   type: 'object',
   description: 'Bad input; schema validation failures carry message "Credential validation failed" and errors[]',
-  properties: { ...errorBody.properties, message: { type: 'string' }, errors: { type: 'array', items: { type: 'string' } } },
+  properties: {
+    error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } },
+    message: { type: 'string' },
+    errors: { type: 'array', items: { type: 'string' } },
+  },
 };
 
 export interface CredentialsPluginOptions {
@@ -139,7 +141,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
               },
             },
           },
-          404: errorBody,
+          ...errors(400, 404),
         },
       },
     },
@@ -151,7 +153,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
       tags,
       summary: 'Delete a credential by id or name',
       params: { type: 'object', properties: { identifier: { type: 'string' } } },
-      response: { 200: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, deleted: { type: 'boolean' } } }, 404: errorBody },
+      response: { 200: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, deleted: { type: 'boolean' } } } , ...errors(400, 404) },
     },
   }, async (req) => svc.remove(req.params.identifier));
 
@@ -172,10 +174,16 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
             updated_at: { type: 'string' },
           },
         },
-        404: errorBody,
+        ...errors(400, 404),
       },
     },
   }, async (req) => svc.read(req.params.credential_key));
 }
+
+export const credentialsAppPlugin: AppPlugin = {
+  name: 'credentials',
+  tag: { name: 'credentials', description: 'Encrypted credentials: create/update by name, list, read (workers: /api/credential/{key}), delete' },
+  routes: (app, ctx) => credentialsPlugin(app, ctx.deps),
+};
 
 export default credentialsPlugin;

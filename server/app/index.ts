@@ -15,6 +15,9 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { ServerDeps } from '../services.js';
 import type { AppContext, AppOptions, AppPlugin, ResolvedAppOptions } from './context.js';
 import { catalogRoutes } from './catalog.js';
+import { credentialsAppPlugin } from './credentials.js';
+import { keychainAppPlugin } from './keychain.js';
+import { varsAppPlugin } from './vars.js';
 import { commandRoutes } from './commands.js';
 import { databaseRoutes } from './database.js';
 import { docsRoutes, registerOpenApi } from './docs.js';
@@ -39,7 +42,9 @@ export const PLUGINS: AppPlugin[] = [
   { name: 'queue', tag: { name: 'queue', description: 'Queue statistics' }, routes: queueRoutes },
   { name: 'runtime', tag: { name: 'runtime', description: 'Server and worker pool registrations' }, routes: runtimeRoutes },
   { name: 'database', tag: { name: 'database', description: "Direct SQL on the server's database" }, routes: databaseRoutes },
-  // credentials, keychain, vars: append here (see the comment at the top of this file).
+  credentialsAppPlugin,
+  keychainAppPlugin,
+  varsAppPlugin,
   { name: 'docs', tag: { name: 'docs', description: 'API documentation' }, routes: docsRoutes },
 ];
 

@@ -10,6 +10,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
+import { errors } from './schemas.js';
+import type { AppPlugin } from './context.js';
 import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
 
 const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]+$' }, { type: 'integer', minimum: 0 }] };
@@ -30,10 +32,6 @@ const renewConfig = {
     endpoint: { type: 'string' }, method: { type: 'string' }, headers: jsonObject, data: {},
     token_field: { type: 'string' }, ttl_field: { type: 'string' },
   },
-};
-const errorBody = {
-  type: 'object',
-  properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } } },
 };
 
 export interface KeychainPluginOptions {
@@ -96,7 +94,7 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
             renew_config: renewConfig, expired: { type: 'boolean' },
           },
         },
-        400: errorBody,
+        ...errors(400),
       },
     },
   }, async (req) => svc.get(req.params.catalog_id, req.params.keychain_name, req.query));
@@ -132,7 +130,7 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
             ttl_seconds: { type: 'number' }, auto_renew: { type: 'boolean' },
           },
         },
-        400: errorBody,
+        ...errors(400),
       },
     },
   }, async (req) => svc.set(req.params.catalog_id, req.params.keychain_name, req.body));
@@ -148,10 +146,16 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
           type: 'object',
           properties: { status: { type: 'string', enum: ['success', 'not_found'] }, message: { type: 'string' }, keychain_name: { type: 'string' }, catalog_id: { type: 'string' } },
         },
-        400: errorBody,
+        ...errors(400),
       },
     },
   }, async (req) => svc.remove(req.params.catalog_id, req.params.keychain_name, req.query));
 }
+
+export const keychainAppPlugin: AppPlugin = {
+  name: 'keychain',
+  tag: { name: 'keychain', description: 'Cached, expiring tokens and secrets with scopes (local, global, shared) and auto-renewal' },
+  routes: (app, ctx) => keychainPlugin(app, ctx.deps),
+};
 
 export default keychainPlugin;

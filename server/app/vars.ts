@@ -7,6 +7,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
+import { errors } from './schemas.js';
+import type { AppPlugin } from './context.js';
 import { VAR_TYPES, type VarsService } from '../secrets/vars.js';
 
 const execParams = { type: 'object', required: ['execution_id'], properties: { execution_id: { type: 'string', pattern: '^[0-9]+$' } } };
@@ -21,10 +23,6 @@ const varView = {
     value: {}, type: { type: 'string' }, source_step: { type: ['string', 'null'] },
     created_at: { type: 'string' }, accessed_at: { type: 'string' }, access_count: { type: 'integer' },
   },
-};
-const errorBody = {
-  type: 'object',
-  properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } } },
 };
 
 export interface VarsPluginOptions {
@@ -54,7 +52,7 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions):
       params: varParams,
       response: {
         200: { type: 'object', properties: { execution_id: { type: 'string' }, var_name: { type: 'string' }, ...varView.properties } },
-        404: errorBody,
+        ...errors(400, 404),
       },
     },
   }, async (req) => svc.get(req.params.execution_id, req.params.var_name));
@@ -75,7 +73,7 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions):
       },
       response: {
         200: { type: 'object', properties: { execution_id: { type: 'string' }, variables_set: { type: 'integer' }, var_names: { type: 'array', items: { type: 'string' } } } },
-        400: errorBody,
+        ...errors(400),
       },
     },
   }, async (req) => svc.set(req.params.execution_id, req.body));
@@ -89,5 +87,11 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions):
     },
   }, async (req) => svc.remove(req.params.execution_id, req.params.var_name));
 }
+
+export const varsAppPlugin: AppPlugin = {
+  name: 'vars',
+  tag: { name: 'vars', description: 'Execution variables: the vars block results and values set through the API' },
+  routes: (app, ctx) => varsPlugin(app, ctx.deps),
+};
 
 export default varsPlugin;

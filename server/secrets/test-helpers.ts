@@ -1,22 +1,20 @@
 /**
  * Test set-up shared by the credentials/keychain/vars suites: a fresh database with every
- * migration applied, the services, and a bare fastify app with the three plugins mounted behind
- * an error handler that renders AppError as `{error: {code, message, details?}}` (the app's
- * contract, server/errors.ts). Not used by production code.
+ * migration applied, the services, and the real HTTP app (`buildApp`) with these services in its
+ * deps (the core services are not needed by these routes and are left out). Not used by
+ * production code.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../app/index.js';
+import type { ServerDeps } from '../services.js';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
 import { createDb, type ClosableDb } from '../db.js';
 import { migrate } from '../store/migrate.js';
-import { AppError } from '../errors.js';
 import { Cipher, parseKey } from '../crypto.js';
 import { randomBytes } from 'node:crypto';
 import { CredentialService } from './credentials.js';
 import { KeychainService, type KeychainServiceOptions } from './keychain.js';
 import { VarsService } from './vars.js';
-import { credentialsPlugin } from '../app/credentials.js';
-import { keychainPlugin } from '../app/keychain.js';
-import { varsPlugin } from '../app/vars.js';
 import type { SecretsLogger } from './common.js';
 
 export const newKey = () => parseKey(randomBytes(32).toString('base64'));
@@ -33,17 +31,6 @@ export interface SecretsHarness {
   close(): Promise<void>;
 }
 
-export function renderErrors(app: FastifyInstance): void {
-  app.setErrorHandler((err: unknown, _req, reply) => {
-    if (err instanceof AppError) {
-      return reply.code(err.statusCode).send({ error: { code: err.code, message: err.message, ...(err.details === undefined ? {} : { details: err.details }) } });
-    }
-    const e = err as { validation?: unknown; statusCode?: number; message?: string };
-    if (e.validation || e.statusCode === 400) return reply.code(400).send({ error: { code: 'bad_request', message: e.message ?? 'bad request' } });
-    return reply.code(500).send({ error: { code: 'internal', message: 'internal error' } });
-  });
-}
-
 export async function createHarness(opts: { cipher?: Cipher; keychain?: KeychainServiceOptions } = {}): Promise<SecretsHarness> {
   const tdb = await createTestDatabase('pf_secrets');
   const db = createDb(tdb.url, { max: 4 });
@@ -54,12 +41,8 @@ export async function createHarness(opts: { cipher?: Cipher; keychain?: Keychain
   const credentials = new CredentialService(db, cipher);
   const keychain = new KeychainService(db, cipher, { logger, ...opts.keychain });
   const vars = new VarsService(db);
-  const app = Fastify({ logger: false });
-  renderErrors(app);
-  await app.register(credentialsPlugin, { credentials });
-  await app.register(keychainPlugin, { keychain });
-  await app.register(varsPlugin, { vars });
-  await app.ready();
+  const deps = { db, serverUrl: 'http://127.0.0.1:0', credentials, keychain, vars } as unknown as ServerDeps;
+  const app = await buildApp(deps, { logger: false });
   return {
     tdb, db, cipher, credentials, keychain, vars, app, warnings,
     async close() {
