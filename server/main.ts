@@ -13,25 +13,13 @@ import { describeConfig, loadConfig, type ServerConfig } from './config.js';
 import { createLogger, type Logger } from './logger.js';
 import { enableDefaultMetrics } from './metrics.js';
 import type { ServerDeps } from './services.js';
-
-type CreateServerCore = (config: ServerConfig, opts: { logger: Logger }) => Promise<ServerCoreHandle>;
-
-/**
- * server/core.ts is written in parallel with this file; it is loaded by name so this module
- * compiles before it exists. (Switch to a static import once it has landed.)
- */
-async function loadCore(): Promise<CreateServerCore> {
-  const specifier = './core.js';
-  const mod = (await import(specifier)) as { createServerCore?: CreateServerCore };
-  if (typeof mod.createServerCore !== 'function') throw new Error('server/core.js does not export createServerCore');
-  return mod.createServerCore;
-}
+import { createServerCore } from './core.js';
 
 /** What `createServerCore` gives back; only these members are used here. */
 export interface ServerCoreHandle {
   deps: ServerDeps;
-  /** Starts background work (sweeper, outbox) once the app listens; optional. */
-  start?(): Promise<void> | void;
+  /** Background work (broker streams, runtime registration, sweeper), once the app listens. */
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -61,7 +49,6 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   enableDefaultMetrics();
   logger.info({ config: describeConfig(config) }, 'starting playflow server');
 
-  const createServerCore = await loadCore();
   const core = await createServerCore(config, { logger });
   let app: FastifyInstance;
   try {
@@ -79,7 +66,7 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   let address: string;
   try {
     address = await app.listen({ port: config.port, host: config.host });
-    await core.start?.();
+    await core.start();
   } catch (err) {
     await app.close().catch(() => {});
     await core.close().catch(() => {});
