@@ -50,3 +50,33 @@ export function describeType(v: unknown): string {
   if (typeof v === 'object') return 'a mapping';
   return `a ${typeof v}`;
 }
+
+/** Edit distance, capped: anything beyond `max` is reported as max + 1. */
+export function editDistance(a: string, b: string, max = 3): number {
+  if (Math.abs(a.length - b.length) > max) return max + 1;
+  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = d[0];
+    d[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = d[j];
+      d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return Math.min(d[b.length], max + 1);
+}
+
+/** The candidate closest to a probable typo, if any is close enough to be a useful hint. */
+export function closest(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Math.max(1, Math.min(2, Math.floor(name.length / 3))) + 1;
+  for (const c of candidates) {
+    const dist = c.toLowerCase() === name.toLowerCase() ? 0 : editDistance(c, name);
+    if (dist < bestD) {
+      best = c;
+      bestD = dist;
+    }
+  }
+  return best;
+}

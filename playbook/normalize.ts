@@ -82,6 +82,12 @@ function stripBraces(expr: string): string {
   return (m ? m[1] : expr).trim();
 }
 
+/** `tool: {kind: http, method: GET, ...}` — enough of the replacement to copy from a warning. */
+function describeTool(tool: Tool): string {
+  const extra = tool.operation !== undefined ? `, operation: ${String(tool.operation)}` : tool.method !== undefined ? `, method: ${String(tool.method)}` : '';
+  return `tool: {kind: ${tool.kind}${extra}, ...}`;
+}
+
 class Normalizer {
   readonly sources: SourceMap = new WeakMap();
   readonly v1: boolean;
@@ -267,8 +273,9 @@ class Normalizer {
     const args = toObject(raw.args);
     const op = isLegacyOperation(raw.type) ? raw.type : isLegacyOperation(raw.name) ? raw.name : undefined;
     if (op) {
-      this.issues.warn(path, `deprecated: 'call' with operation '${op}'; write tool: {kind: ..., ...}`);
-      return operationToTool(op, args, [...path, 'args'], this.issues);
+      const tool = operationToTool(op, args, [...path, 'args'], this.issues);
+      this.issues.warn(path, `deprecated: 'call' with operation '${op}'; write ${describeTool(tool)}`);
+      return tool;
     }
     const kind = isToolKind(raw.type) ? raw.type : undefined;
     if (!kind) {
@@ -279,7 +286,7 @@ class Normalizer {
     const fields: JsonObject = { kind, ...args };
     // For a workbook call the call's name is the task to run.
     if (kind === 'workbook' && fields.name === undefined && typeof raw.name === 'string') fields.name = raw.name;
-    return this.tool(fields, path);
+    return this.tool(fields, [...path, 'args']);
   }
 
   /** v1 step: `type` plus inline tool attributes (`endpoint`, `command`, `code`, …). */
@@ -299,8 +306,9 @@ class Normalizer {
       return undefined;
     }
     if (isLegacyOperation(type)) {
-      this.issues.warn([...path, 'type'], `deprecated: 'type: ${type}'; write tool: {kind: ..., ...}`);
-      return operationToTool(type, attrs, path, this.issues);
+      const tool = operationToTool(type, attrs, path, this.issues);
+      this.issues.warn([...path, 'type'], `deprecated: 'type: ${type}'; write ${describeTool(tool)}`);
+      return tool;
     }
     const kind = isToolKind(type) ? type : typeof type === 'string' ? V1_KIND_ALIASES[type] : undefined;
     if (!kind) {

@@ -69,13 +69,14 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
   const graph = validatePlaybook(playbook, sources);
 
   const errors: PlaybookIssue[] = [];
-  const add = (issue: PlaybookIssue) => {
-    if (errors.some((e) => pathCovers(e.path, issue.path) || (issue.path && pathCovers(issue.path, e.path) && e.path !== ''))) return;
+  // An issue is dropped when an earlier one is at, above or below the place it is about.
+  const add = (issue: PlaybookIssue, scope = issue.path) => {
+    if (errors.some((e) => pathCovers(e.path, issue.path) || pathCovers(scope, e.path))) return;
     errors.push(issue);
   };
   for (const e of written.errors) errors.push(e);
   for (const e of semantic.errors) add(e);
-  for (const e of schema) add(e);
+  for (const { scope, ...e } of schema) add(e, scope);
   for (const e of graph) if (e.severity === 'error') add(e);
 
   const warnings = [...written.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];

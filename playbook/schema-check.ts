@@ -5,14 +5,19 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { playbookJsonSchema, playbookV1JsonSchema } from './schema.js';
-import { formatPath, type PathSeg } from './issues.js';
+import { closest, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import type { PlaybookIssue } from './types.js';
+
+/** A schema issue; `scope` is the path it is about when that differs from where it points. */
+export interface SchemaIssue extends PlaybookIssue {
+  scope: string;
+}
 
 let compiled: { v2: ValidateFunction; v1: ValidateFunction } | undefined;
 
 function validators(): { v2: ValidateFunction; v1: ValidateFunction } {
   if (!compiled) {
-    const ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, allowUnionTypes: true });
+    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictTypes: false, allowUnionTypes: true });
     compiled = { v2: ajv.compile(playbookJsonSchema), v1: ajv.compile(playbookV1JsonSchema) };
   }
   return compiled;
@@ -27,55 +32,75 @@ function pointerToSegs(pointer: string): PathSeg[] {
     .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
 }
 
-function describe(segs: PathSeg[]): string {
+function at(doc: unknown, segs: PathSeg[]): unknown {
+  let v = doc;
+  for (const s of segs) v = (v as Record<string | number, unknown> | undefined)?.[s];
+  return v;
+}
+
+/** Names the object at `segs` the way an author thinks of it: "step 'fetch'", "case entry", … */
+function describe(doc: unknown, segs: PathSeg[]): string {
   const last = segs[segs.length - 1];
-  if (segs[0] === 'workflow' && segs.length === 2) return 'a step';
-  if (segs[0] === 'workflow' && segs.length >= 3) return typeof last === 'string' ? `'${last}'` : 'this entry';
+  const parent = segs[segs.length - 2];
+  if (segs[0] === 'workflow' && segs.length === 2) {
+    const name = (at(doc, segs) as { step?: unknown } | undefined)?.step;
+    return typeof name === 'string' ? `step '${name}'` : 'a step';
+  }
+  if (segs[0] === 'workflow' && segs.length > 2) {
+    const name = (at(doc, segs.slice(0, 2)) as { step?: unknown } | undefined)?.step;
+    const inStep = typeof name === 'string' ? ` of step '${name}'` : '';
+    if (parent === 'case' && typeof last === 'number') return `case entry${inStep}`;
+    if (parent === 'next' && typeof last === 'number') return `next entry${inStep}`;
+    if (parent === 'retry' && typeof last === 'number') return `retry policy${inStep}`;
+    if (typeof last === 'string') return `'${last}'${inStep}`;
+    return `this entry${inStep}`;
+  }
   return segs.length ? `'${formatPath(segs)}'` : 'the document';
 }
 
-function allowedKeys(e: ErrorObject): string {
-  const props = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
-  return props ? `; allowed: ${Object.keys(props).join(', ')}` : '';
-}
-
-function translate(e: ErrorObject): PlaybookIssue | undefined {
+function translate(e: ErrorObject, doc: unknown): SchemaIssue | undefined {
   const segs = pointerToSegs(e.instancePath);
+  const here = formatPath(segs);
   const p = e.params as Record<string, unknown>;
+  const issue = (path: string, message: string, scope = path): SchemaIssue => ({ path, message, severity: 'error', scope });
   switch (e.keyword) {
     case 'if':
       return undefined; // the failing `then` branch is reported on its own
     case 'additionalProperties': {
       const key = String(p.additionalProperty);
-      return { path: formatPath([...segs, key]), severity: 'error', message: `unknown field '${key}' in ${describe(segs)}${allowedKeys(e)}` };
+      const allowed = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      const hint = closest(key, allowed);
+      const tail = hint ? `; did you mean '${hint}'?` : allowed.length ? `; allowed: ${allowed.join(', ')}` : '';
+      return issue(formatPath([...segs, key]), `unknown field '${key}' in ${describe(doc, segs)}${tail}`);
     }
     case 'required': {
       const key = String(p.missingProperty);
-      return { path: formatPath([...segs, key]), severity: 'error', message: `missing required field '${key}' in ${describe(segs)}` };
+      // About the object as a whole: a sibling problem (e.g. a bare `args`) explains it already.
+      return issue(formatPath([...segs, key]), `missing required field '${key}' in ${describe(doc, segs)}`, segs.length ? here : key);
     }
     case 'enum':
-      return {
-        path: formatPath(segs),
-        severity: 'error',
-        message: `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`,
-      };
+      return issue(here, `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${JSON.stringify(e.data)}`);
     case 'const':
-      return { path: formatPath(segs), severity: 'error', message: `must be ${JSON.stringify(p.allowedValue)}` };
+      return issue(here, `must be ${JSON.stringify(p.allowedValue)}, got ${JSON.stringify(e.data)}`);
     case 'type':
-      return { path: formatPath(segs), severity: 'error', message: `must be ${String(p.type).replace(/,/g, ' or ')}` };
+      return issue(here, `must be ${String(p.type).replace(/,/g, ' or ')}, got ${isPlainObject(e.data) ? 'a mapping' : Array.isArray(e.data) ? 'a list' : e.data === null ? 'null' : typeof e.data}`);
+    case 'minItems':
+      return issue(here, here === 'workflow' ? 'workflow needs at least one step' : `must have at least ${String(p.limit)} item(s)`);
+    case 'minLength':
+      return issue(here, 'must not be empty');
     default:
-      return { path: formatPath(segs), severity: 'error', message: e.message ?? e.keyword };
+      return issue(here, e.message ?? e.keyword);
   }
 }
 
 /** Schema problems of a raw document; `v1` selects the relaxed schema for v1 documents. */
-export function checkSchema(doc: unknown, v1: boolean): PlaybookIssue[] {
+export function checkSchema(doc: unknown, v1: boolean): SchemaIssue[] {
   const validate = v1 ? validators().v1 : validators().v2;
   if (validate(doc)) return [];
   const seen = new Set<string>();
-  const out: PlaybookIssue[] = [];
+  const out: SchemaIssue[] = [];
   for (const e of validate.errors ?? []) {
-    const issue = translate(e);
+    const issue = translate(e, doc);
     if (!issue) continue;
     const key = `${issue.path}\0${issue.message}`;
     if (seen.has(key)) continue;

@@ -7,7 +7,7 @@
  *    targets exist, workbook references resolve), reporting at the author's paths.
  */
 import { API_VERSIONS, type NextTarget, type Playbook, type PlaybookIssue, type Step } from './types.js';
-import { Issues, formatPath, isPlainObject, type PathSeg } from './issues.js';
+import { Issues, closest, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import { isV1, type SourceMap } from './normalize.js';
 
 /** Tool attributes that v1 wrote on the step itself; in v2 they live under `tool`. */
@@ -73,23 +73,8 @@ export function checkWrittenDocument(doc: Record<string, unknown>, issues: Issue
 }
 
 function suggest(name: string, names: string[]): string {
-  const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || levenshtein(n, name) <= 2);
+  const close = closest(name, names);
   return close ? `; did you mean '${close}'?` : `; steps are: ${names.join(', ')}`;
-}
-
-function levenshtein(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 2) return 3;
-  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = d[0];
-    d[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = d[j];
-      d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
-  }
-  return d[b.length];
 }
 
 /** The step an execution starts with: the one named `start`, else the first. */
