@@ -4,6 +4,7 @@ import { register as execution } from './execution.js';
 import { register as operator } from './operator.js';
 import { register as run } from './run.js';
 import { register as server } from './server.js';
+import { register as worker } from './worker.js';
 
 /** Add one line per command group. Order is the order `playflow --help` lists them. */
 const groups: Array<(program: Command) => void> = [
@@ -11,6 +12,7 @@ const groups: Array<(program: Command) => void> = [
   catalog,
   run,
   execution,
+  worker,
   operator,
 ];
 

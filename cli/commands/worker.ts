@@ -1,0 +1,53 @@
+/**
+ * `playflow worker start --v2 [--concurrency N] [--server URL]`: a worker of the v2 messaging
+ * model (JetStream notifications, commands claimed through the server). Settings: worker/config.ts.
+ */
+import type { Command } from 'commander';
+import { ConfigError, parsePort } from '../../server/config.js';
+
+interface StartOptions {
+  v2?: boolean;
+  concurrency?: string;
+  server?: string;
+  broker?: string;
+  workerId?: string;
+  metricsPort?: string;
+  grace?: string;
+}
+
+export function register(program: Command): void {
+  const worker = program.command('worker').description('Workers: run the tools of queued commands');
+  worker
+    .command('start')
+    .description('Start a worker (env: SERVER_API_URL, BROKER_URL, WORKER_CONCURRENCY, WORKER_METRICS_PORT, …)')
+    .option('--v2', 'v2 worker messaging (broker notifications + server claims); the only model, accepted for compatibility', true)
+    .option('--concurrency <n>', 'commands handled at once (env WORKER_CONCURRENCY, default 8)')
+    .option('--server <url>', 'server base URL (env SERVER_API_URL / SERVER_URL_FOR_WORKERS / FLOW_SERVER_URL)')
+    .option('--broker <url>', 'broker URL (env BROKER_URL, default nats://127.0.0.1:4222)')
+    .option('--worker-id <id>', 'worker name (env WORKER_ID, default <hostname>-<pid>)')
+    .option('--metrics-port <port>', '/healthz and /metrics port (env WORKER_METRICS_PORT, default 9090; 0 disables)')
+    .option('--grace <seconds>', 'shutdown grace for calls in flight (env WORKER_SHUTDOWN_GRACE_SECONDS, default 30)')
+    .action(async (opts: StartOptions) => {
+      try {
+        const env = { ...process.env };
+        if (opts.broker) env.BROKER_URL = opts.broker;
+        if (opts.workerId) env.WORKER_ID = opts.workerId;
+        if (opts.grace) env.WORKER_SHUTDOWN_GRACE_SECONDS = opts.grace;
+        if (opts.metricsPort !== undefined) env.WORKER_METRICS_PORT = String(parsePort(opts.metricsPort, '--metrics-port'));
+        if (opts.concurrency !== undefined) {
+          const n = Number(opts.concurrency);
+          if (!Number.isInteger(n) || n < 1) throw new ConfigError('--concurrency', `expected a positive integer, got ${JSON.stringify(opts.concurrency)}`);
+          env.WORKER_CONCURRENCY = String(n);
+        }
+        const { loadWorkerConfig } = await import('../../worker/config.js');
+        const config = loadWorkerConfig(env, opts.server ? { serverUrl: opts.server } : {});
+        if (config.metricsPort === 0) (config as { metricsPort?: number }).metricsPort = undefined;
+        const { startWorker } = await import('../../worker/main.js');
+        await startWorker({ config });
+      } catch (err) {
+        const message = err instanceof ConfigError ? `invalid setting ${err.message}` : err instanceof Error ? err.message : String(err);
+        process.stderr.write(`error: cannot start the worker: ${message}\n`);
+        process.exit(1);
+      }
+    });
+}

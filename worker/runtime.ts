@@ -1,0 +1,422 @@
+/**
+ * The worker runtime (DESIGN.md §1, §3; spec "Command notifications on the broker").
+ *
+ * Per notification `{execution_id, queue_id, step, server_url}` pulled from the durable consumer:
+ *   1. claim the command through the server (`POST /api/v2/commands/{queue_id}/claim`): the server
+ *      is the only writer of the queue, so a duplicate notification can never run a command twice —
+ *      409 (someone holds it) and 410 (it is finished) are acked and dropped, as are 404 and 425
+ *      (the server republishes a delayed command when it is due);
+ *   2. run the tool (worker/tools), calling `msg.working()` and the lease heartbeat every
+ *      `heartbeatSeconds` while it runs (a lost lease — heartbeat 409/410 — aborts the call and
+ *      reports nothing: someone else owns the command now, or the execution ended);
+ *   3. report one `call.done` event `{response | error, meta: {duration_ms, attempt, iteration,
+ *      worker_id, log?}}` and ack. A tool failure is a call.done with `error` plus an ack: the
+ *      engine decides about retries (case / retry rules), the broker does not.
+ *   A worker-side fault — the server unreachable or answering 5xx on claim or report, a
+ *   WorkerFault from auth resolution — naks the message (with backoff) so the broker redelivers it
+ *   (at most maxDeliver = 3 deliveries in total).
+ *
+ * `playbook` tools are not run here: the worker asks the server to start the child execution
+ * (`client.run({path, payload, parent_execution_id, parent_queue_id})`) and acks without a
+ * call.done — the server completes the parent step when the child ends.
+ *
+ * Shutdown (`stop()`, SIGTERM in main.ts): stop fetching, let calls in flight finish within
+ * `graceSeconds`, then abort the rest and nak their messages (no call.done for them).
+ * The runtime never touches the database, and never logs tool configs or resolved auth data.
+ */
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { ApiError, type PlayflowClient } from '../client/http.js';
+import type { ClaimedCommand, CommandNotification, WorkerEvent } from '../client/protocol.js';
+import { SecretsClient } from '../client/secrets.js';
+import type { Json, JsonObject, Tool } from '../playbook/types.js';
+import type { Broker, BrokerMessage, ConsumerHandle } from '../server/broker/types.js';
+import { createWorkerMetrics, startSideServer, type SideServer, type WorkerMetrics } from './metrics.js';
+import { runTool, WorkerFault, type ResolveAuth, type ToolContext, type ToolLogger, type ToolOutcome } from './tools/index.js';
+import { closePostgresPools } from './tools/postgres.js';
+import { closePythonPool, configurePython, pythonPool } from './tools/python.js';
+import { configureFile } from './tools/file.js';
+import { isObject } from './tools/json.js';
+
+/** The part of PlayflowClient the runtime uses (tests may pass anything with these methods). */
+export type WorkerClient = Pick<PlayflowClient, 'claim' | 'heartbeat' | 'sendEvents' | 'run'> &
+  Partial<Pick<PlayflowClient, 'registerRuntime' | 'runtimeHeartbeat' | 'request'>>;
+
+/** pino-compatible. */
+export interface RuntimeLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+const silent: RuntimeLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface WorkerRuntimeOptions {
+  broker: Broker;
+  client: WorkerClient;
+  workerId?: string;
+  /** Commands handled at once. Default 8. */
+  concurrency?: number;
+  /** Lease asked for on claim and heartbeat. Default 60 s. */
+  leaseSeconds?: number;
+  /** Interval of `msg.working()` + lease heartbeat while a call runs. Default 10 s. */
+  heartbeatSeconds?: number;
+  /** Shutdown grace for calls in flight. Default 30 s. */
+  graceSeconds?: number;
+  /** Runtime registration heartbeat interval. Default 15 s. */
+  runtimeHeartbeatSeconds?: number;
+  /** Side port for /healthz and /metrics; undefined = no side server (0 = random port). */
+  metricsPort?: number;
+  metricsHost?: string;
+  /** Python pool: size and recycling; `false` = do not pre-spawn. */
+  python?: { size?: number; maxCallsPerProcess?: number } | false;
+  fileRoot?: string;
+  /** Builds the auth resolver for one command. Default: GET /api/credential/{name} through the client. */
+  resolveAuthFor?: (cmd: ClaimedCommand) => ResolveAuth;
+  /** Finishes a tool config before it runs (secret references such as `{{ keychain.x.y }}`). Default: as is. */
+  prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
+  logger?: RuntimeLogger;
+  metrics?: WorkerMetrics;
+  /** Largest `meta.log` sent with call.done (characters). Default 65536. */
+  maxLogChars?: number;
+}
+
+interface InFlight {
+  msg: BrokerMessage;
+  cmd?: ClaimedCommand;
+  ac: AbortController;
+  /** Why the call was aborted, when it was. */
+  reason?: 'shutdown' | 'lease_lost';
+}
+
+const NAK_BASE_MS = 1000;
+const NAK_MAX_MS = 10_000;
+
+/** Resolves credential names through the server's worker read path. Network faults and 5xx are WorkerFaults. */
+export function serverResolveAuth(client: WorkerClient): ResolveAuth {
+  if (!client.request) return async () => { throw new Error('this client cannot read credentials'); };
+  const secrets = new SecretsClient(client as Required<Pick<PlayflowClient, 'request'>>);
+  return async (auth: Json) => {
+    const name = typeof auth === 'string' ? auth : isObject(auth) && typeof auth.credential === 'string' ? auth.credential : undefined;
+    if (!name) throw new Error('auth reference has no credential name');
+    try {
+      const c = await secrets.readCredential(name);
+      return { credential_key: c.credential_key, credential_type: c.credential_type, data: c.data } as JsonObject;
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) throw new WorkerFault(`cannot read credential '${name}': ${err.message}`, { cause: err });
+      if (err instanceof ApiError && err.status === 404) throw new Error(`credential '${name}' not found`);
+      throw err;
+    }
+  };
+}
+
+function isTransient(err: unknown): boolean {
+  return !(err instanceof ApiError) || err.status === 0 || err.status >= 500 || err.status === 401 || err.status === 403 || err.status === 429;
+}
+
+export class WorkerRuntime {
+  readonly workerId: string;
+  readonly metrics: WorkerMetrics;
+  private readonly o: WorkerRuntimeOptions;
+  private readonly log: RuntimeLogger;
+  private readonly concurrency: number;
+  private readonly leaseSeconds: number;
+  private readonly heartbeatMs: number;
+  private readonly graceMs: number;
+  private consumer: ConsumerHandle | null = null;
+  private side: SideServer | null = null;
+  private runtimeTimer: NodeJS.Timeout | null = null;
+  private inFlight = new Set<InFlight>();
+  private started = false;
+  private stopping: Promise<void> | null = null;
+
+  constructor(opts: WorkerRuntimeOptions) {
+    this.o = opts;
+    this.workerId = opts.workerId ?? `${hostname()}-${process.pid}`;
+    this.metrics = opts.metrics ?? createWorkerMetrics();
+    this.log = opts.logger ?? silent;
+    this.concurrency = Math.max(1, opts.concurrency ?? 8);
+    this.leaseSeconds = opts.leaseSeconds ?? 60;
+    this.heartbeatMs = (opts.heartbeatSeconds ?? 10) * 1000;
+    this.graceMs = (opts.graceSeconds ?? 30) * 1000;
+  }
+
+  get metricsPort(): number | undefined {
+    return this.side?.port;
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    if (this.o.fileRoot !== undefined) configureFile({ root: this.o.fileRoot });
+    if (this.o.python !== false) {
+      configurePython({ size: this.o.python?.size ?? Math.min(this.concurrency, 4), maxCallsPerProcess: this.o.python?.maxCallsPerProcess });
+      await pythonPool().start().catch((err: Error) => this.log.warn({ err: err.message }, 'python interpreters could not start; python tools will fail'));
+    }
+    if (this.o.metricsPort !== undefined) {
+      this.side = await startSideServer(this.o.metricsPort, this.metrics.registry, () => this.health(), this.o.metricsHost);
+    }
+    await this.o.broker.ensure();
+    await this.registerRuntime();
+    this.consumer = this.o.broker.consume((msg) => this.handle(msg), {
+      concurrency: this.concurrency,
+      onError: (err) => this.log.error({ err: (err as Error)?.message }, 'notification handler failed; message nak\'ed'),
+    });
+    this.log.info({ worker_id: this.workerId, concurrency: this.concurrency, broker: this.o.broker.kind, metrics_port: this.side?.port }, 'worker started');
+  }
+
+  health(): { ok: boolean; body: object } {
+    const ok = this.started && !this.stopping;
+    return {
+      ok,
+      body: {
+        status: ok ? 'ok' : this.stopping ? 'stopping' : 'starting',
+        worker_id: this.workerId,
+        in_flight: this.inFlight.size,
+        concurrency: this.concurrency,
+      },
+    };
+  }
+
+  private async registerRuntime(): Promise<void> {
+    const c = this.o.client;
+    if (!c.registerRuntime) return;
+    const info: JsonObject = { hostname: hostname(), pid: process.pid, concurrency: this.concurrency, broker: this.o.broker.kind };
+    try {
+      await c.registerRuntime({ kind: 'worker', name: this.workerId, info });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'runtime registration failed; retrying with the heartbeat');
+    }
+    const every = (this.o.runtimeHeartbeatSeconds ?? 15) * 1000;
+    this.runtimeTimer = setInterval(() => {
+      const beat = c.runtimeHeartbeat ? c.runtimeHeartbeat('worker', this.workerId) : Promise.resolve();
+      beat.catch(async (err: unknown) => {
+        // An unknown registration (server restarted on a fresh database…): register again.
+        if (err instanceof ApiError && err.status === 404) await c.registerRuntime!({ kind: 'worker', name: this.workerId, info }).catch(() => {});
+        else this.log.debug({ err: (err as Error).message }, 'runtime heartbeat failed');
+      });
+    }, every);
+    this.runtimeTimer.unref();
+  }
+
+  /** Stops fetching, waits for calls in flight up to the grace period, then aborts and naks the rest. */
+  stop(): Promise<void> {
+    if (this.stopping) return this.stopping;
+    this.stopping = (async () => {
+      this.log.info({ in_flight: this.inFlight.size, grace_ms: this.graceMs }, 'worker stopping');
+      if (this.runtimeTimer) clearInterval(this.runtimeTimer);
+      const abortAll = () => {
+        for (const f of this.inFlight) {
+          f.reason ??= 'shutdown';
+          f.ac.abort(new Error('worker shutting down'));
+        }
+      };
+      const grace = setTimeout(abortAll, this.graceMs);
+      const stopped = this.consumer?.stop() ?? Promise.resolve();
+      // A tool that ignores its abort signal must not hold the process: nak after a short extra wait.
+      let hard: NodeJS.Timeout | undefined;
+      await Promise.race([stopped, new Promise<void>((r) => { hard = setTimeout(r, this.graceMs + 5000); })]);
+      clearTimeout(grace);
+      if (hard) clearTimeout(hard);
+      for (const f of this.inFlight) this.settle(f.msg, 'nak');
+      await Promise.allSettled([closePythonPool(), closePostgresPools()]);
+      await this.side?.close();
+      this.log.info({}, 'worker stopped');
+    })();
+    return this.stopping;
+  }
+
+  private settle(msg: BrokerMessage, how: 'ack' | 'nak' | 'term', delayMs?: number): void {
+    this.metrics.messages.inc({ result: how });
+    if (how === 'ack') msg.ack();
+    else if (how === 'term') msg.term();
+    else msg.nak(delayMs);
+  }
+
+  private nakDelay(msg: BrokerMessage): number {
+    return Math.min(NAK_MAX_MS, NAK_BASE_MS * 2 ** Math.max(0, msg.info.deliveryCount - 1));
+  }
+
+  /** Handles one notification; settles the message itself. Exposed for tests. */
+  async handle(msg: BrokerMessage): Promise<void> {
+    const n = msg.data as Partial<CommandNotification> | undefined;
+    if (!n || (typeof n.queue_id !== 'string' && typeof n.queue_id !== 'number')) {
+      this.log.error({ data: n ? Object.keys(n) : null }, 'malformed notification dropped');
+      this.settle(msg, 'term');
+      return;
+    }
+    const f: InFlight = { msg, ac: new AbortController() };
+    this.inFlight.add(f);
+    this.metrics.inFlight.set(this.inFlight.size);
+    try {
+      await this.process(f, n as CommandNotification);
+    } finally {
+      this.inFlight.delete(f);
+      this.metrics.inFlight.set(this.inFlight.size);
+    }
+  }
+
+  private async process(f: InFlight, n: CommandNotification): Promise<void> {
+    const { msg } = f;
+    const where = { execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, delivery: msg.info.deliveryCount };
+    let cmd: ClaimedCommand;
+    try {
+      cmd = await this.o.client.claim(n.queue_id, { worker_id: this.workerId, lease_seconds: this.leaseSeconds });
+    } catch (err) {
+      const status = err instanceof ApiError ? err.status : -1;
+      const result = status === 409 ? 'already_claimed' : status === 410 ? 'finished' : status === 404 ? 'not_found' : status === 425 ? 'not_due' : isTransient(err) ? 'unreachable' : 'error';
+      this.metrics.claims.inc({ result });
+      if (result === 'unreachable') {
+        this.log.warn({ ...where, err: (err as Error).message }, 'claim failed (server-side fault); nak for redelivery');
+        this.settle(msg, 'nak', this.nakDelay(msg));
+      } else {
+        // 409/410: a duplicate or stale notification — never run twice. 404/425/other 4xx: nothing to run now.
+        (result === 'error' ? this.log.error : this.log.debug).call(this.log, { ...where, status, err: (err as Error).message }, `claim answered ${result}; ack`);
+        this.settle(msg, 'ack');
+      }
+      return;
+    }
+    this.metrics.claims.inc({ result: 'claimed' });
+    f.cmd = cmd;
+    if (cmd.tool?.kind === 'playbook') return this.startChild(f, cmd);
+
+    const timer = setInterval(() => void this.beat(f, cmd), this.heartbeatMs);
+    const started = performance.now();
+    let outcome: ToolOutcome;
+    try {
+      outcome = await this.runCommand(cmd, f.ac.signal);
+    } catch (err) {
+      clearInterval(timer);
+      // WorkerFault (or an unexpected throw outside the tool): redeliver.
+      this.log.warn({ ...where, err: (err as Error).message }, 'worker-side fault while running the command; nak for redelivery');
+      this.settle(msg, 'nak', this.nakDelay(msg));
+      return;
+    } finally {
+      clearInterval(timer);
+    }
+    const durationMs = Math.round(performance.now() - started);
+    const kind = cmd.tool.kind;
+    if (f.reason === 'lease_lost') {
+      this.log.warn({ ...where, kind }, 'lease lost while the call ran; result dropped');
+      this.settle(msg, 'ack');
+      return;
+    }
+    if (f.reason === 'shutdown') {
+      this.log.warn({ ...where, kind }, 'call aborted by shutdown; nak for redelivery');
+      this.settle(msg, 'nak');
+      return;
+    }
+    this.metrics.calls.inc({ kind, outcome: outcome.error ? 'error' : 'ok' });
+    this.metrics.callDuration.observe({ kind }, durationMs / 1000);
+    await this.report(f, cmd, outcome, durationMs);
+  }
+
+  private async runCommand(cmd: ClaimedCommand, signal: AbortSignal): Promise<ToolOutcome> {
+    const tool = this.o.prepareTool ? await this.o.prepareTool(cmd, cmd.tool) : cmd.tool;
+    const ctx: ToolContext = {
+      args: cmd.args ?? {},
+      execution_id: String(cmd.execution_id),
+      step: cmd.step,
+      resolveAuth: this.o.resolveAuthFor ? this.o.resolveAuthFor(cmd) : serverResolveAuth(this.o.client),
+      workbook: cmd.workbook,
+      template: { ...(cmd.context ?? {}), execution_id: cmd.execution_id } as unknown as JsonObject,
+      signal,
+      logger: this.toolLogger(cmd),
+      prepareTool: this.o.prepareTool ? (t) => this.o.prepareTool!(cmd, t) : undefined,
+    };
+    return runTool(tool, ctx);
+  }
+
+  private toolLogger(cmd: ClaimedCommand): ToolLogger {
+    const base = { execution_id: cmd.execution_id, step: cmd.step, queue_id: cmd.queue_id };
+    return {
+      debug: (m, x) => this.log.debug({ ...base, ...x }, m),
+      info: (m, x) => this.log.info({ ...base, ...x }, m),
+      warn: (m, x) => this.log.warn({ ...base, ...x }, m),
+      error: (m, x) => this.log.error({ ...base, ...x }, m),
+    };
+  }
+
+  private async beat(f: InFlight, cmd: ClaimedCommand): Promise<void> {
+    f.msg.working();
+    try {
+      await this.o.client.heartbeat(cmd.queue_id, { worker_id: this.workerId, lease_seconds: this.leaseSeconds });
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
+        f.reason ??= 'lease_lost';
+        f.ac.abort(new Error(`lease lost: ${err.code}`));
+      } else {
+        this.log.debug({ queue_id: cmd.queue_id, err: (err as Error).message }, 'lease heartbeat failed; will retry');
+      }
+    }
+  }
+
+  private async report(f: InFlight, cmd: ClaimedCommand, outcome: ToolOutcome, durationMs: number): Promise<void> {
+    const maxLog = this.o.maxLogChars ?? 65_536;
+    let log = outcome.log;
+    if (log !== undefined && log.length > maxLog) log = `${log.slice(0, maxLog)}\n[log truncated: ${log.length} characters]`;
+    const meta: JsonObject = {
+      duration_ms: durationMs,
+      attempt: cmd.attempt,
+      iteration: cmd.iteration ?? null,
+      worker_id: this.workerId,
+      ...(log ? { log } : {}),
+    };
+    const payload: JsonObject = outcome.error ? { error: outcome.error as unknown as JsonObject, meta } : { response: outcome.response as Json, meta };
+    const event: WorkerEvent = { execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: this.workerId, payload };
+    const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step, kind: cmd.tool.kind };
+    // The call already ran: retry the report in-process (keeping the broker message alive) rather
+    // than let a redelivery run it again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.o.client.sendEvents([event]);
+        this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}) }, 'call.done reported');
+        this.settle(f.msg, 'ack');
+        return;
+      } catch (err) {
+        if (!isTransient(err)) {
+          this.log.warn({ ...where, err: (err as Error).message }, 'call.done rejected by the server; dropping it');
+          this.settle(f.msg, 'ack');
+          return;
+        }
+        if (attempt >= 5 || this.stopping) {
+          this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done; nak (the lease expires and the server re-issues the command)');
+          this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+          return;
+        }
+        f.msg.working();
+        await new Promise((r) => setTimeout(r, 500 * 2 ** (attempt - 1)));
+      }
+    }
+  }
+
+  private async startChild(f: InFlight, cmd: ClaimedCommand): Promise<void> {
+    const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step };
+    const tool = cmd.tool;
+    const path = cmd.child?.path ?? (typeof tool.path === 'string' ? tool.path : undefined);
+    const payload = cmd.child?.payload ?? (isObject(tool.args) ? tool.args : isObject(tool.with) ? tool.with : {});
+    if (!path) {
+      await this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
+      return;
+    }
+    try {
+      const r = await this.o.client.run({ path, payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id });
+      this.metrics.children.inc();
+      this.log.info({ ...where, child_execution_id: r.execution_id, path }, 'child playbook started');
+      this.settle(f.msg, 'ack');
+    } catch (err) {
+      if (isTransient(err)) {
+        this.log.warn({ ...where, err: (err as Error).message }, 'cannot start the child playbook (server-side fault); nak');
+        this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+        return;
+      }
+      // The server refused (unknown path, invalid payload): the parent step fails with that error.
+      const e = err as ApiError;
+      await this.report(f, cmd, { error: { message: `cannot start playbook ${path}: ${e.message}`, status: e.status, code: e.code, ...(e.details !== undefined ? { data: e.details as Json } : {}) } }, 0);
+    }
+  }
+}
