@@ -120,6 +120,10 @@ class Builder {
   readonly commands: Command[] = [];
   readonly cancelled: number[] = [];
   private entries = 0;
+  /** Step entries waiting to run (iterative, so long routing chains never grow the stack). */
+  private agenda: Array<() => void> = [];
+  /** Steps with an entry on the agenda: a transition arriving meanwhile is queued (fan-in). */
+  private scheduled = new Map<string, number>();
   readonly idx: PlaybookIndex;
 
   constructor(
@@ -176,7 +180,9 @@ class Builder {
 
   // ---------------------------------------------------------------- lifecycle
 
+  /** Runs the agenda, then checks for quiescence. */
   settle(): void {
+    while (this.agenda.length) this.agenda.shift()!();
     const s = this.s;
     if (!this.running()) return;
     if (s.open_commands.length === 0 && Object.keys(s.runs).length === 0 && Object.keys(s.pending).length === 0) {
@@ -187,7 +193,7 @@ class Builder {
 
   failExecution(error: JsonObject): void {
     if (!this.running()) return;
-    this.emit({ name: 'execution_failed', step: (error.step as string) ?? null, payload: { error, cancelled_commands: [...this.s.open_commands] } });
+    this.emit({ name: 'execution_failed', step: null, payload: { error, cancelled_commands: [...this.s.open_commands] } });
   }
 
   cancel(ev: EngineEvent): void {
@@ -414,24 +420,34 @@ class Builder {
     });
   }
 
+  private schedule(step: string, fn: () => void): void {
+    this.scheduled.set(step, (this.scheduled.get(step) ?? 0) + 1);
+    this.agenda.push(() => {
+      const n = this.scheduled.get(step)! - 1;
+      if (n) this.scheduled.set(step, n);
+      else this.scheduled.delete(step);
+      fn();
+    });
+  }
+
   transition(from: string, targets: RenderedTarget[]): void {
     if (!this.running()) return;
-    const seen = new Set<string>();
     const marked = targets.map((t) => {
-      const queued = Boolean(this.s.runs[t.step]) || Boolean(this.s.pending[t.step]?.length) || seen.has(t.step);
-      seen.add(t.step);
+      const queued = Boolean(this.s.runs[t.step]) || Boolean(this.s.pending[t.step]?.length) || this.scheduled.has(t.step);
+      if (!queued) this.schedule(t.step, () => this.enterStep(t.step, t.args, from, false));
       return { step: t.step, args: t.args, queued };
     });
     this.emit({ name: 'transition', step: from, payload: { from, targets: marked as unknown as Json } });
-    for (const t of marked) if (!t.queued) this.enterStep(t.step, t.args, from, false);
     this.drainPending(from);
   }
 
   /** Fan-in: a step that was running when a transition arrived runs again once it has ended. */
   drainPending(name: string): void {
-    if (!this.running() || this.s.runs[name]) return;
-    const next = this.s.pending[name]?.[0];
-    if (next) this.enterStep(name, next.args, null, true);
+    if (!this.running() || this.s.runs[name] || this.scheduled.has(name) || !this.s.pending[name]?.length) return;
+    this.schedule(name, () => {
+      const next = this.s.pending[name]?.[0];
+      if (next && !this.s.runs[name]) this.enterStep(name, next.args, null, true);
+    });
   }
 
   failStep(name: string, error: JsonObject, handledBy?: RenderedTarget[]): void {
@@ -444,7 +460,7 @@ class Builder {
       this.transition(name, handledBy);
       this.drainPending(name);
     } else {
-      this.failExecution({ message: `Step '${name}' failed: ${String(error.message ?? 'error')}`, step: name, error });
+      this.failExecution({ ...error, message: `Step '${name}' failed: ${String(error.message ?? 'error')}`, step: name });
     }
   }
 
@@ -488,8 +504,9 @@ class Builder {
         }
         case 'collect': {
           const value = render(a.from, ctx, `${field}.collect.from`);
-          (e.collect ??= []).push({ into: a.into, mode: a.mode, value });
-          ctx[a.into] = combine(a.mode, ctx[a.into] as Json | undefined, value);
+          const mode: CollectMode = a.mode === 'extend' ? 'concat' : 'push';
+          (e.collect ??= []).push({ into: a.into, mode, value });
+          ctx[a.into] = combine(mode, ctx[a.into] as Json | undefined, value);
           break;
         }
         case 'result':
@@ -590,7 +607,7 @@ class Builder {
         }
       } else {
         const value = getPath(raw, pg.merge_path);
-        const op = { mode: pg.merge_strategy as CollectMode, value };
+        const op = { mode: LEGACY_MERGE[pg.merge_strategy] ?? 'concat', value };
         pages = combine(op.mode, chain.pages, value);
         effects.chain = { key, op };
         const lctx = stepContext(base, this.s, {
@@ -753,11 +770,13 @@ class Builder {
   collectPage(then: RetryThen, view: unknown, prev: Json | undefined, key: string, policy: number, effects: Effects): { pages: Json | undefined; into?: string } {
     if (!then.collect) return { pages: prev };
     const value = getPath(view, then.collect.path);
-    const mode = (then.collect.strategy ?? 'append') as CollectMode;
+    const mode: CollectMode = then.collect.strategy === 'replace' ? 'replace' : then.collect.strategy === 'merge' ? 'merge' : 'concat';
     effects.chain = { ...(effects.chain ?? { key }), key, op: { mode, value }, policy };
     return { pages: combine(mode, prev, value), into: then.collect.into };
   }
 }
+
+const LEGACY_MERGE: Record<string, CollectMode> = { append: 'concat', extend: 'flatten', replace: 'replace', collect: 'push' };
 
 function sinkOf(then: RetryThen): Tool | undefined {
   const per = (then as { per_iteration?: { sink?: Tool } }).per_iteration;

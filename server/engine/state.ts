@@ -17,8 +17,14 @@ export interface RenderedTarget {
   args: JsonObject;
 }
 
-/** How one collected value is folded into an accumulator. */
-export type CollectMode = 'append' | 'extend' | 'replace' | 'merge' | 'collect';
+/**
+ * How one collected value is folded into an accumulator:
+ *  push    — the value becomes one more element (case `collect` mode append, legacy `collect`);
+ *  concat  — a list value is concatenated, anything else pushed (case `extend`, retry/legacy `append`);
+ *  flatten — nested lists are flattened completely, then concatenated (legacy `extend`);
+ *  replace — the value replaces the accumulator; merge — objects merged, lists concatenated.
+ */
+export type CollectMode = 'push' | 'concat' | 'flatten' | 'replace' | 'merge';
 export interface CollectOp {
   into: string;
   mode: CollectMode;
@@ -195,16 +201,16 @@ export function combine(mode: CollectMode, prev: Json | undefined, value: Json):
   switch (mode) {
     case 'replace':
       return value;
-    case 'collect':
+    case 'push':
       return [...asList(prev), value];
-    case 'append':
+    case 'concat':
       return [...asList(prev), ...(Array.isArray(value) ? value : [value])];
-    case 'extend':
+    case 'flatten':
       return [...asList(prev), ...(Array.isArray(value) ? ((value as unknown[]).flat(Infinity) as Json[]) : [value])];
     case 'merge':
+      if (isObject(value) && (prev === undefined || prev === null)) return value;
       if (isObject(prev) && isObject(value)) return { ...prev, ...value };
-      if (Array.isArray(value) || Array.isArray(prev)) return [...asList(prev), ...(Array.isArray(value) ? value : [value])];
-      return value;
+      return [...asList(prev), ...(Array.isArray(value) ? value : [value])];
   }
 }
 

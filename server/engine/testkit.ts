@@ -124,7 +124,7 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
   const max = opts.maxCalls ?? 500;
   let answered = 0;
   while (queue.length && answered < max) {
-    let idx = 0;
+    let idx: number;
     const due = Math.min(...queue.map((c) => c.available_at));
     const candidates = queue.map((c, i) => [c, i] as const).filter(([c]) => c.available_at <= Math.max(now, due));
     if (opts.order === 'lifo') idx = candidates[candidates.length - 1][1];
