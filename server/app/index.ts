@@ -48,6 +48,18 @@ export const PLUGINS: AppPlugin[] = [
   { name: 'docs', tag: { name: 'docs', description: 'API documentation' }, routes: docsRoutes },
 ];
 
+export interface RouteInfo {
+  method: string;
+  url: string;
+  /** Not in the OpenAPI document (documentation pages and their assets). */
+  hidden: boolean;
+}
+
+/** Every route the app declared (for tests and diagnostics). */
+export function listRoutes(app: FastifyInstance): RouteInfo[] {
+  return (app as FastifyInstance & { playflowRoutes?: RouteInfo[] }).playflowRoutes ?? [];
+}
+
 export function resolveOptions(opts: AppOptions): ResolvedAppOptions {
   return {
     apiToken: opts.apiToken || undefined,
@@ -83,6 +95,13 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
     reply.header('x-request-id', req.id);
   });
   for (const s of sharedSchemas) app.addSchema(s);
+  const routes: RouteInfo[] = [];
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const hidden = Boolean((r.schema as { hide?: boolean } | undefined)?.hide);
+    for (const method of methods) routes.push({ method: String(method), url: r.url, hidden });
+  });
+  app.decorate('playflowRoutes', routes);
 
   await registerOpenApi(app, plugins.map((p) => p.tag));
   const ctx: AppContext = { deps, options };

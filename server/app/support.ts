@@ -127,7 +127,8 @@ export function notFoundHandler(req: FastifyRequest, reply: FastifyReply) {
  */
 export function installJsonParser(app: FastifyInstance) {
   const safeParse = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
+  // JSON only: other bodies (fastify parses text/plain by default) answer 415.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
     if (text.trim() === '') return done(null, {});
