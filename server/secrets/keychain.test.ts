@@ -54,6 +54,16 @@ describe('keychain state table', () => {
     expect(new Date(b.accessed_at).getTime()).toBeGreaterThan(new Date(a.accessed_at).getTime());
   });
 
+  it('renew_config secrets (headers, data) are sealed with the token; the column keeps only the non-secret part', async () => {
+    await set(1, 'sealed', { token_data: { access_token: 'CANARY-tok' }, auto_renew: true,
+      renew_config: { endpoint: 'http://127.0.0.1:9/t', headers: { authorization: 'Basic CANARY-hdr' }, data: { client_secret: 'CANARY-cs' } } });
+    const { rows } = await h.db.pool.query(`SELECT * FROM keychain WHERE cache_key = 'sealed:1:global'`);
+    expect(JSON.stringify(rows[0])).not.toContain('CANARY');
+    expect(rows[0].renew_config).toEqual({ endpoint: 'http://127.0.0.1:9/t', method: 'POST', token_field: 'access_token', ttl_field: 'expires_in' });
+    await expireNow('sealed:1:global');
+    expect((await get(1, 'sealed')).renew_config).toMatchObject({ headers: { authorization: 'Basic CANARY-hdr' }, data: { client_secret: 'CANARY-cs' } });
+  });
+
   it('data is encrypted at rest', async () => {
     const { rows } = await h.db.pool.query(`SELECT * FROM keychain WHERE cache_key = 'api_token:1:global'`);
     expect(JSON.stringify(rows[0])).not.toContain('CANARY');
@@ -90,7 +100,7 @@ describe('keychain state table', () => {
     const v = await get(1, 'renewable');
     expect(v).toMatchObject({ status: 'success', token_data: { access_token: 'fresh' }, auto_renew: true, expired: false });
     const { rows } = await h.db.pool.query(`SELECT renew_config FROM keychain WHERE cache_key = 'renewable:1:global'`);
-    expect(rows[0].renew_config).toMatchObject({ method: 'POST', token_field: 'tok', ttl_field: 'ttl', headers: {} });
+    expect(rows[0].renew_config).toEqual({ endpoint: 'http://127.0.0.1:9/token', method: 'POST', token_field: 'tok', ttl_field: 'ttl' });
   });
 
   it('auto_renew without renew_config.endpoint is rejected', async () => {

@@ -44,6 +44,20 @@ export function withRenewDefaults(rc: Record<string, unknown>): RenewConfig {
   };
 }
 
+/**
+ * What the `data_enc` ciphertext of a keychain row holds. renew_config is sealed too: its headers
+ * and data usually carry a client secret or a refresh token. The `renew_config` column keeps only
+ * the non-secret part (endpoint, method, field names) for operators.
+ */
+interface SealedEntry {
+  token_data: JsonObject;
+  renew_config: RenewConfig | null;
+}
+
+export function redactRenewConfig(rc: RenewConfig): JsonObject {
+  return { endpoint: rc.endpoint, method: rc.method, token_field: rc.token_field, ttl_field: rc.ttl_field };
+}
+
 export function cacheKeyFor(name: string, catalogId: string, scope: ScopeType, executionId: string | null): string {
   if (scope === 'global') return `${name}:${catalogId}:global`;
   if (!executionId) throw badRequest(`execution_id is required for scope_type '${scope}'`, { field: 'execution_id' });
@@ -173,12 +187,13 @@ export class KeychainService {
     const { catalogId, cacheKey } = await this.keyFor(name, catalogIdIn, q);
     const row = await store.readKeychain(this.db.pool, cacheKey);
     if (!row) return { status: 'not_found', keychain_name: name, catalog_id: catalogId, cache_key: cacheKey };
+    const sealed = this.cipher.decrypt<SealedEntry>(row.data_enc, 'keychain');
     if (row.expired) {
       const out: KeychainExpired = { status: 'expired', keychain_name: name, catalog_id: catalogId, cache_key: cacheKey, auto_renew: row.auto_renew, expired: true };
-      if (row.auto_renew && row.renew_config) out.renew_config = withRenewDefaults(row.renew_config);
+      if (row.auto_renew && sealed.renew_config) out.renew_config = withRenewDefaults(sealed.renew_config);
       return out;
     }
-    const tokenData = this.cipher.decrypt<JsonObject>(row.data_enc, 'keychain');
+    const tokenData = sealed.token_data;
     if (row.schema) {
       const v = validateData(tokenData, row.schema as SchemaDefinition);
       if (!v.valid) this.log.warn({ cache_key: cacheKey, problems: v.errors }, 'keychain entry does not match its schema');
@@ -251,13 +266,13 @@ export class KeychainService {
       scope_type: scope,
       execution_id: executionId,
       parent_execution_id: parentId,
-      data_enc: this.cipher.encrypt(tokenData, 'keychain'),
+      data_enc: this.cipher.encrypt({ token_data: tokenData, renew_config: renewConfig } satisfies SealedEntry, 'keychain'),
       key_id: this.cipher.current.id,
       schema: body.schema ?? null,
       expires_at: expiresAt,
       ttl_seconds: ttl,
       auto_renew: autoRenew,
-      renew_config: renewConfig,
+      renew_config: renewConfig && redactRenewConfig(renewConfig),
     });
     const ttlOut = expiresAt ? remaining(row.expires_at) : ttl;
     return {
