@@ -91,6 +91,7 @@ interface InFlight {
 
 const NAK_BASE_MS = 1000;
 const NAK_MAX_MS = 10_000;
+const SHUTDOWN_NAK_DELAY_MS = 2000;
 
 /** Resolves credential names through the server's worker read path. Network faults and 5xx are WorkerFaults. */
 export function serverResolveAuth(client: WorkerClient): ResolveAuth {
@@ -104,7 +105,7 @@ export function serverResolveAuth(client: WorkerClient): ResolveAuth {
       return { credential_key: c.credential_key, credential_type: c.credential_type, data: c.data } as JsonObject;
     } catch (err) {
       if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) throw new WorkerFault(`cannot read credential '${name}': ${err.message}`, { cause: err });
-      if (err instanceof ApiError && err.status === 404) throw new Error(`credential '${name}' not found`);
+      if (err instanceof ApiError && err.status === 404) throw new Error(`credential '${name}' not found`, { cause: err });
       throw err;
     }
   };
@@ -222,7 +223,7 @@ export class WorkerRuntime {
       await Promise.race([stopped, new Promise<void>((r) => { hard = setTimeout(r, this.graceMs + 5000); })]);
       clearTimeout(grace);
       if (hard) clearTimeout(hard);
-      for (const f of this.inFlight) this.settle(f.msg, 'nak');
+      for (const f of this.inFlight) this.settle(f.msg, 'nak', SHUTDOWN_NAK_DELAY_MS);
       await Promise.allSettled([closePythonPool(), closePostgresPools()]);
       await this.side?.close();
       this.log.info({}, 'worker stopped');
@@ -306,8 +307,9 @@ export class WorkerRuntime {
       return;
     }
     if (f.reason === 'shutdown') {
+      // Delayed past the consume loop's last pull, so another worker (not this stopping one) gets it.
       this.log.warn({ ...where, kind }, 'call aborted by shutdown; nak for redelivery');
-      this.settle(msg, 'nak');
+      this.settle(msg, 'nak', SHUTDOWN_NAK_DELAY_MS);
       return;
     }
     this.metrics.calls.inc({ kind, outcome: outcome.error ? 'error' : 'ok' });
