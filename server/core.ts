@@ -51,7 +51,7 @@ export interface ServerCoreConfig {
   snapshots?: boolean;
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
-  engine?: Engine<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  engine?: Engine<any>;
   logger?: CoreLogger;
 }
 

@@ -32,7 +32,7 @@ import { silentCoreLogger, type CoreLogger } from './types.js';
 
 export interface ExecutionServiceOptions {
   db: Db;
-  engine: Engine<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  engine: Engine<any>;
   outbox: Outbox;
   hooks?: ExecutionHooks;
   logger?: CoreLogger;

@@ -45,7 +45,6 @@ export async function runWorker(core: ServerCore, script: Script, opts: {
   children?: boolean;
 }): Promise<WorkerRun> {
   const broker = opts.broker ?? core.broker;
-  const ex = core.deps.executions;
   const out: WorkerRun = { claimed: [], refused: [] };
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   const workerId = opts.workerId ?? 'w1';
