@@ -1,0 +1,218 @@
+/**
+ * Cross-cutting behaviour over the real core: bearer token, probes, metrics, runtime registry,
+ * direct SQL, the OpenAPI document, error envelopes for unknown routes and real faults.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, listRoutes } from '../../server/app/index.js';
+import { createServerCore } from '../../server/core.js';
+import { createTestDatabase } from '../helpers/pg.js';
+import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
+
+const TOKEN = 'test-token-123';
+let s: TestServer;
+
+beforeAll(async () => {
+  s = await startTestServer({ apiToken: TOKEN });
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+const noAuth = { authorization: '' };
+
+describe('bearer token', () => {
+  it('every API endpoint answers 401 {error:{code:unauthorized}} without it', async () => {
+    for (const [method, url] of [
+      ['GET', '/api/catalog/playbooks'], ['POST', '/api/catalog/playbook'], ['GET', '/api/catalog/playbook/a/b'],
+      ['POST', '/api/run/playbook'], ['POST', '/api/v2/execute'], ['GET', '/api/execution/1'], ['GET', '/api/executions'],
+      ['GET', '/api/events/1'], ['POST', '/api/v2/events'], ['POST', '/api/events'], ['POST', '/api/v2/commands/1/claim'],
+      ['GET', '/api/queue/stats'], ['GET', '/api/runtime'], ['POST', '/api/postgres/execute'], ['GET', '/metrics'],
+      ['GET', '/docs/json'], ['GET', '/redoc'],
+    ] as const) {
+      const r = await s.call(method, url, method === 'POST' ? {} : undefined, noAuth);
+      expect(r.statusCode, `${method} ${url}`).toBe(401);
+      expect(r.json().error.code).toBe('unauthorized');
+    }
+  });
+
+  it('a wrong token is 401; the right one passes (scheme case-insensitive)', async () => {
+    const wrong = await s.call('GET', '/api/queue/stats', undefined, { authorization: 'Bearer nope' });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json().error).toEqual({ code: 'unauthorized', message: 'invalid bearer token' });
+    expect((await s.call('GET', '/api/queue/stats', undefined, { authorization: `bearer ${TOKEN}` })).statusCode).toBe(200);
+    expect((await s.call('GET', '/api/queue/stats', undefined, { authorization: `Basic ${TOKEN}` })).statusCode).toBe(401);
+  });
+
+  it('the probes never need it', async () => {
+    for (const url of ['/health', '/healthz', '/readyz']) expect((await s.call('GET', url, undefined, noAuth)).statusCode).toBe(200);
+  });
+
+  it('PLAYFLOW_PUBLIC_ENDPOINTS opens metrics and docs only', async () => {
+    const app = await buildApp(s.core.deps, { apiToken: TOKEN, publicEndpoints: ['metrics', 'docs'] });
+    try {
+      expect((await app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(200);
+      expect((await app.inject({ method: 'GET', url: '/docs/json' })).statusCode).toBe(200);
+      expect((await app.inject({ method: 'GET', url: '/redoc' })).statusCode).toBe(200);
+      expect((await app.inject({ method: 'GET', url: '/api/queue/stats' })).statusCode).toBe(401);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('health and metrics', () => {
+  it('/health reports database and broker reachability', async () => {
+    const r = await s.call('GET', '/health', undefined, noAuth);
+    expect(r.json()).toMatchObject({
+      status: 'ok', version: expect.any(String), uptime_seconds: expect.any(Number),
+      checks: { database: { status: 'ok', latency_ms: expect.any(Number) }, broker: { status: 'ok' } },
+    });
+    expect((await s.call('GET', '/readyz', undefined, noAuth)).json().checks.database.status).toBe('ok');
+    expect((await s.call('GET', '/healthz', undefined, noAuth)).json()).toMatchObject({ status: 'ok', checks: {} });
+  });
+
+  it('/metrics serves Prometheus text with request, queue and core metrics', async () => {
+    await s.call('GET', '/api/queue/stats');
+    const r = await s.call('GET', '/metrics');
+    expect(r.statusCode).toBe(200);
+    expect(String(r.headers['content-type'])).toContain('text/plain');
+    for (const name of [
+      'playflow_http_requests_total{method="GET",route="/api/queue/stats",status="200"}',
+      'playflow_queue_depth{state="queued"}', 'playflow_queue_oldest_age_seconds',
+      '# TYPE playflow_commands_issued_total counter', '# TYPE playflow_event_handling_seconds histogram',
+      '# TYPE playflow_executions_total counter', '# TYPE playflow_http_request_duration_seconds histogram',
+    ]) expect(r.body).toContain(name);
+  });
+});
+
+describe('runtime registry', () => {
+  it('register, heartbeat, list', async () => {
+    const reg = await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-a', info: { replicas: 2 } });
+    expect(reg.statusCode).toBe(200);
+    expect(reg.json()).toEqual({ status: 'ok' });
+    expect((await s.call('POST', '/api/runtime/heartbeat', { kind: 'worker', name: 'pool-a' })).json()).toEqual({ status: 'ok' });
+    const list = (await s.call('GET', '/api/runtime')).json();
+    expect(list.count).toBe(list.runtimes.length);
+    const pool = list.runtimes.find((r: { name: string }) => r.name === 'pool-a');
+    expect(pool).toMatchObject({ kind: 'worker', info: { replicas: 2 } });
+    expect(Date.parse(pool.last_heartbeat)).not.toBeNaN();
+    expect(list.runtimes.some((r: { kind: string }) => r.kind === 'server')).toBe(true);
+  });
+
+  it('bad kind or missing name: 400', async () => {
+    const r = await s.call('POST', '/api/runtime/register', { kind: 'robot' });
+    expect(r.statusCode).toBe(400);
+    const fields = r.json().error.details.map((d: { field: string }) => d.field).sort();
+    expect(fields).toEqual(['kind', 'name']);
+  });
+});
+
+describe('POST /api/postgres/execute', () => {
+  it('returns the rows of the statement', async () => {
+    const r = await s.call('POST', '/api/postgres/execute', { query: "SELECT 1 AS one, 'x' AS s, 9007199254740993::int8 AS big, now() AS t" });
+    expect(r.statusCode).toBe(200);
+    const body = r.json();
+    expect(body.status).toBe('ok');
+    expect(body.result).toHaveLength(1);
+    expect(body.result[0]).toMatchObject({ one: 1, s: 'x', big: '9007199254740993' });
+    expect(Date.parse(body.result[0].t)).not.toBeNaN();
+  });
+
+  it('schema sets the search_path for the transaction', async () => {
+    await s.call('POST', '/api/postgres/execute', { query: 'CREATE SCHEMA app_s; CREATE TABLE app_s.items (id int, name text); INSERT INTO app_s.items VALUES (1, \'a\'), (2, \'b\')' });
+    const r = await s.call('POST', '/api/postgres/execute', { query: 'SELECT name FROM items ORDER BY id', schema: 'app_s' });
+    expect(r.statusCode).toBe(200);
+    expect(r.json().result).toEqual([{ name: 'a' }, { name: 'b' }]);
+    const upd = await s.call('POST', '/api/postgres/execute', { query: "UPDATE items SET name = 'z' WHERE id = 2 RETURNING id, name", schema: 'app_s' });
+    expect(upd.json().result).toEqual([{ id: 2, name: 'z' }]);
+  });
+
+  it('a SQL error is 400 sql_error with the database message, and rolls the whole query back', async () => {
+    const r = await s.call('POST', '/api/postgres/execute', { query: 'CREATE TABLE public.half (x int); SELECT * FROM missing_table' });
+    expect(r.statusCode).toBe(400);
+    expect(r.json().error).toMatchObject({ code: 'sql_error', message: 'relation "missing_table" does not exist', details: { code: '42P01' } });
+    const check = await s.call('POST', '/api/postgres/execute', { query: "SELECT to_regclass('public.half') AS t" });
+    expect(check.json().result).toEqual([{ t: null }]);
+  });
+
+  it('missing query: 400; without the token: 401', async () => {
+    const r = await s.call('POST', '/api/postgres/execute', { schema: 'x' });
+    expect(r.statusCode).toBe(400);
+    expect(r.json().error.details[0].field).toBe('query');
+    expect((await s.call('POST', '/api/postgres/execute', { query: 'SELECT 1' }, noAuth)).statusCode).toBe(401);
+  });
+
+  it('PLAYFLOW_SQL_API=off: 403 sql_api_disabled', async () => {
+    const app = await buildApp(s.core.deps, { sqlApi: false });
+    try {
+      const r = await app.inject({ method: 'POST', url: '/api/postgres/execute', payload: { query: 'SELECT 1' } });
+      expect(r.statusCode).toBe(403);
+      expect(r.json().error).toMatchObject({ code: 'sql_api_disabled', message: expect.stringContaining('PLAYFLOW_SQL_API=off') });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('documentation', () => {
+  it('the OpenAPI document lists every route with its methods', async () => {
+    const doc = (await s.call('GET', '/docs/json')).json();
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
+    const declared = listRoutes(s.app).filter((r) => !r.hidden && r.method !== 'HEAD');
+    expect(declared.length).toBeGreaterThan(20);
+    for (const r of declared) {
+      const path = r.url.replace(/:([A-Za-z_]+)/g, '{$1}').replace('*', '{path}');
+      expect(doc.paths[path]?.[r.method.toLowerCase()], `${r.method} ${r.url} in /docs/json`).toBeDefined();
+    }
+    for (const p of ['/api/catalog/playbook', '/api/catalog/playbook/{path}', '/api/run/playbook', '/api/v2/execute',
+      '/api/execution/{id}', '/api/events/{id}', '/api/v2/events', '/api/postgres/execute', '/health']) {
+      expect(doc.paths[p], p).toBeDefined();
+    }
+    // Error answers are documented with the envelope.
+    expect(JSON.stringify(doc.paths['/api/catalog/playbook'].post.responses['422'])).toContain('ErrorBody');
+    expect(doc.paths['/health'].get.security).toEqual([]);
+  });
+
+  it('/docs serves Swagger UI and /redoc a ReDoc page on the same document', async () => {
+    const ui = await s.call('GET', '/docs/');
+    expect(ui.statusCode).toBe(200);
+    expect(ui.body).toContain('swagger');
+    const redoc = await s.call('GET', '/redoc');
+    expect(redoc.statusCode).toBe(200);
+    expect(redoc.headers['content-type']).toContain('text/html');
+    expect(redoc.body).toContain('spec-url="docs/json"');
+  });
+});
+
+describe('error envelope', () => {
+  it('unknown route: 404 not_found; every answer carries x-request-id', async () => {
+    const r = await s.call('GET', '/api/nothing-here');
+    expect(r.statusCode).toBe(404);
+    expect(r.json()).toEqual({ error: { code: 'not_found', message: 'no route GET /api/nothing-here' } });
+    expect(r.headers['x-request-id']).toBeTruthy();
+    const mine = await s.call('GET', '/health', undefined, { 'x-request-id': 'abc-1' });
+    expect(mine.headers['x-request-id']).toBe('abc-1');
+  });
+
+  it('a real fault (database gone) is 500 internal_error without leaking internals; /health says degraded (503)', async () => {
+    const db = await createTestDatabase('pfhttp');
+    const core = await createServerCore({ databaseUrl: db.url, brokerUrl: 'memory', serverUrl: 'http://x', sweeper: false, poolSize: 2 });
+    const app = await buildApp(core.deps);
+    try {
+      await app.inject({ method: 'POST', url: '/api/catalog/playbook', payload: { content: simplePlaybook('f/one') } });
+      await core.db.close();
+      const r = await app.inject({ method: 'GET', url: '/api/execution/1' });
+      expect(r.statusCode).toBe(500);
+      expect(r.json().error).toMatchObject({ code: 'internal_error', message: 'internal server error; see the server log' });
+      expect(r.body).not.toMatch(/pool|pg|stack/i);
+      const h = await app.inject({ method: 'GET', url: '/health' });
+      expect(h.statusCode).toBe(503);
+      expect(h.json()).toMatchObject({ status: 'degraded', checks: { database: { status: 'error' } } });
+    } finally {
+      await app.close();
+      await core.close().catch(() => {});
+      await db.drop();
+    }
+  });
+});
