@@ -32,12 +32,11 @@ export class Issues {
   }
 }
 
-/** True when `inner` is `outer` or lies below it (`a.b` covers `a.b.c` and `a.b[0]`). */
-export function pathCovers(outer: string, inner: string): boolean {
-  if (outer === inner) return true;
-  if (!inner.startsWith(outer)) return false;
-  const next = inner[outer.length];
-  return outer === '' || next === '.' || next === '[';
+/** `a.b[0].c` → ['', 'a', 'a.b', 'a.b[0]']: every path strictly above this one. */
+export function ancestors(path: string): string[] {
+  const out = [''];
+  for (let i = 1; i < path.length; i++) if (path[i] === '.' || path[i] === '[') out.push(path.slice(0, i));
+  return path ? out : [];
 }
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {

@@ -6,7 +6,7 @@
  */
 import { parseDocument, type YAMLError } from 'yaml';
 import type { ParseResult, PlaybookIssue } from './types.js';
-import { Issues, describeType, isPlainObject, pathCovers } from './issues.js';
+import { Issues, ancestors, describeType, isPlainObject } from './issues.js';
 import { checkSchema } from './schema-check.js';
 import { isV1, normalizePlaybook } from './normalize.js';
 import { checkWrittenDocument, validatePlaybook } from './validate.js';
@@ -70,15 +70,33 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
 
   const errors: PlaybookIssue[] = [];
   // An issue is dropped when an earlier one is at, above or below the place it is about.
-  const add = (issue: PlaybookIssue, scope = issue.path) => {
-    if (errors.some((e) => pathCovers(e.path, issue.path) || pathCovers(scope, e.path))) return;
+  // Sets keep this linear: a 2 MiB document can hold tens of thousands of problems.
+  const at = new Set<string>();
+  const above = new Set<string>();
+  const record = (issue: PlaybookIssue) => {
     errors.push(issue);
+    at.add(issue.path);
+    for (const a of ancestors(issue.path)) above.add(a);
   };
-  for (const e of written.errors) errors.push(e);
+  const add = (issue: PlaybookIssue, scope = issue.path) => {
+    if (at.has(issue.path) || ancestors(issue.path).some((a) => at.has(a)) || at.has(scope) || above.has(scope)) return;
+    record(issue);
+  };
+  for (const e of written.errors) record(e);
   for (const e of semantic.errors) add(e);
   for (const { scope, ...e } of schema) add(e, scope);
   for (const e of graph) if (e.severity === 'error') add(e);
 
   const warnings = [...written.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
-  return errors.length ? { errors, warnings } : { playbook, errors, warnings };
+  return errors.length ? { errors: capped(errors), warnings: capped(warnings) } : { playbook, errors, warnings: capped(warnings) };
+}
+
+/** Most problems an author can act on at once; the rest are counted, not listed. */
+export const MAX_REPORTED_ISSUES = 200;
+
+function capped(issues: PlaybookIssue[]): PlaybookIssue[] {
+  if (issues.length <= MAX_REPORTED_ISSUES) return issues;
+  const rest = issues.length - MAX_REPORTED_ISSUES;
+  const severity = issues[0].severity;
+  return [...issues.slice(0, MAX_REPORTED_ISSUES), { path: '', severity, message: `… and ${rest} more ${severity === 'error' ? 'errors' : 'warnings'}` }];
 }

@@ -13,14 +13,14 @@ export interface SchemaIssue extends PlaybookIssue {
   scope: string;
 }
 
-let compiled: { v2: ValidateFunction; v1: ValidateFunction } | undefined;
+let ajv: Ajv | undefined;
+const compiled: { v1?: ValidateFunction; v2?: ValidateFunction } = {};
 
-function validators(): { v2: ValidateFunction; v1: ValidateFunction } {
-  if (!compiled) {
-    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictTypes: false, allowUnionTypes: true });
-    compiled = { v2: ajv.compile(playbookJsonSchema), v1: ajv.compile(playbookV1JsonSchema) };
-  }
-  return compiled;
+/** Compiled on first use, one schema at a time: compiling costs more than most validations. */
+function validator(v1: boolean): ValidateFunction {
+  ajv ??= new Ajv({ allErrors: true, verbose: true, strict: true, strictTypes: false, allowUnionTypes: true });
+  if (v1) return (compiled.v1 ??= ajv.compile(playbookV1JsonSchema));
+  return (compiled.v2 ??= ajv.compile(playbookJsonSchema));
 }
 
 function pointerToSegs(pointer: string): PathSeg[] {
@@ -95,7 +95,7 @@ function translate(e: ErrorObject, doc: unknown): SchemaIssue | undefined {
 
 /** Schema problems of a raw document; `v1` selects the relaxed schema for v1 documents. */
 export function checkSchema(doc: unknown, v1: boolean): SchemaIssue[] {
-  const validate = v1 ? validators().v1 : validators().v2;
+  const validate = validator(v1);
   if (validate(doc)) return [];
   const seen = new Set<string>();
   const out: SchemaIssue[] = [];

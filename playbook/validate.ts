@@ -73,8 +73,10 @@ export function checkWrittenDocument(doc: Record<string, unknown>, issues: Issue
 }
 
 function suggest(name: string, names: string[]): string {
-  const close = closest(name, names);
-  return close ? `; did you mean '${close}'?` : `; steps are: ${names.join(', ')}`;
+  // Bounded so a document with thousands of steps and bad targets stays fast.
+  const close = names.length <= 500 ? closest(name, names) : undefined;
+  if (close) return `; did you mean '${close}'?`;
+  return names.length <= 20 ? `; steps are: ${names.join(', ')}` : '';
 }
 
 /** The step an execution starts with: the one named `start`, else the first. */

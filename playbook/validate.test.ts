@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import { Issues } from './issues.js';
+import { parsePlaybook } from './parse.js';
+import { checkWrittenDocument, entryStep, stepTargets, validatePlaybook } from './validate.js';
+import type { Playbook, Step } from './types.js';
+
+const playbook = (workflow: Step[], extra: Partial<Playbook> = {}): Playbook => ({
+  apiVersion: 'playflow.io/v2',
+  kind: 'Playbook',
+  metadata: { name: 't' },
+  workload: {},
+  keychain: [],
+  workbook: [],
+  workflow,
+  ...extra,
+});
+
+describe('entryStep', () => {
+  it('is the step named start wherever it is', () => {
+    expect(entryStep(playbook([{ step: 'load' }, { step: 'start' }])).step).toBe('start');
+  });
+  it('is the first step when none is named start', () => {
+    expect(entryStep(playbook([{ step: 'fetch' }, { step: 'load' }])).step).toBe('fetch');
+  });
+  it('throws for a playbook without steps', () => {
+    expect(() => entryStep(playbook([]))).toThrow(/has no steps/);
+  });
+});
+
+describe('validatePlaybook', () => {
+  it('reports at normalised paths when no source map is given', () => {
+    const issues = validatePlaybook(
+      playbook([
+        { step: 'a', next: [{ step: 'b' }, { step: 'zz' }], case: [{ when: 'x', then: [{ action: 'skip' }, { action: 'next', targets: [{ step: 'q' }] }] }] },
+        { step: 'b' },
+        { step: 'b' },
+      ]),
+    );
+    expect(issues.filter((i) => i.severity === 'error').map((i) => i.path)).toEqual([
+      'workflow[2].step',
+      'workflow[0].next[1].step',
+      'workflow[0].case[0].then[1].next[0].step',
+    ]);
+  });
+
+  it('checks workbook references', () => {
+    const issues = validatePlaybook(
+      playbook(
+        [
+          { step: 'a', tool: { kind: 'workbook', name: 'known' }, next: [{ step: 'b' }] },
+          { step: 'b', tool: { kind: 'workbook', name: 'unknown' }, next: [{ step: 'c' }] },
+          { step: 'c', tool: { kind: 'workbook', name: '{{ args.task }}' }, next: [{ step: 'd' }] },
+          { step: 'd', tool: { kind: 'workbook' } },
+        ],
+        { workbook: [{ name: 'known', tool: { kind: 'python', code: 'x' } }] },
+      ),
+    );
+    expect(issues.map((i) => [i.path, i.message])).toEqual([
+      ['workflow[1].tool.name', "step 'b': workbook task 'unknown' is not defined in the workbook section (tasks: known)"],
+      ['workflow[3].tool.name', "step 'd': a workbook tool needs 'name': the workbook task to run"],
+    ]);
+  });
+
+  it('warns about unreachable steps and retry policies without max_attempts', () => {
+    const issues = validatePlaybook(
+      playbook([
+        { step: 'start', retry: [{ when: '{{ error }}', then: { initial_delay: 1 } }], case: [{ when: 'x', then: [{ action: 'next', targets: [{ step: 'via_case' }] }] }] },
+        { step: 'via_case' },
+        { step: 'orphan' },
+      ]),
+    );
+    expect(issues).toEqual([
+      { path: 'workflow[0].retry[0].then.max_attempts', severity: 'warning', message: expect.stringContaining('prevent endless loops') },
+      { path: 'workflow[2]', severity: 'warning', message: "step 'orphan' is never reached from the entry step 'start'" },
+    ]);
+  });
+
+  it('lists every target of a step', () => {
+    const s: Step = { step: 'a', next: [{ step: 'b' }], case: [{ when: 'x', then: [{ action: 'next', targets: [{ step: 'c', args: { n: 1 } }] }] }] };
+    expect(stepTargets(s)).toEqual([{ step: 'b' }, { step: 'c', args: { n: 1 } }]);
+  });
+});
+
+describe('checkWrittenDocument', () => {
+  const check = (doc: Record<string, unknown>) => {
+    const issues = new Issues();
+    checkWrittenDocument(doc, issues);
+    return issues.errors;
+  };
+
+  it('leaves v1 constructs to normalisation in v1 documents', () => {
+    expect(check({ apiVersion: 'noetl.io/v1', kind: 'Playbook', workflow: [{ step: 'a', type: 'http', endpoint: 'e', when: 'x' }] })).toEqual([]);
+  });
+
+  it('names the v2 replacement for each removed construct', () => {
+    const errors = check({
+      apiVersion: 'playflow.io/v2',
+      kind: 'Playbook',
+      workflow: [{ step: 'a', type: 'python', when: 'x', with: { a: 1 }, code: 'c', next: [{ when: 'y', then: ['b'] }] }],
+    });
+    expect(errors.map((e) => [e.path, e.message.split(';')[1]?.trim()])).toEqual([
+      ['workflow[0].type', "put the tool under 'tool' with 'kind' (tool: {kind: python, ...})"],
+      ['workflow[0].when', 'route from the previous step with a case entry: case: [{when: <condition>, then: {next: [{step: a}]}}]'],
+      ['workflow[0].with', "pass data into a step with 'args'"],
+      ['workflow[0].code', "move it under 'tool' (tool: {kind: ..., code: ...})"],
+      ['workflow[0].next[0]', 'use case: [{when: <condition>, then: {next: [{step: <name>, args: {...}}]}}] and keep next for unconditional successors'],
+    ]);
+  });
+});
+
+describe('args in next (spec Errors §3)', () => {
+  const doc = (next: string) => `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: {name: t}
+workflow:
+  - step: start
+${next}
+  - step: b
+`;
+
+  it('allows args inside then.next entries and inside structural {step, args} targets', () => {
+    const r = parsePlaybook(doc(`    next: [{step: b, args: {n: 1}}]
+    case:
+      - when: "{{ event.name == 'step.exit' }}"
+        then:
+          next: [{step: b, args: {n: 2}}]`));
+    expect(r.errors).toEqual([]);
+    expect(r.playbook?.workflow[0].next).toEqual([{ step: 'b', args: { n: 1 } }]);
+  });
+
+  it('rejects args as a top-level key of a structural next', () => {
+    expect(parsePlaybook(doc('    next: {step: b, args: {n: 1}}')).errors.map((e) => e.path)).toEqual(['workflow[0].next.args']);
+    expect(parsePlaybook(doc('    next: [b, {args: {n: 1}}]')).errors.map((e) => e.path)).toEqual(['workflow[0].next[1].args']);
+  });
+});
