@@ -40,10 +40,11 @@ export function getPath(value: unknown, path: string | undefined): Json {
 }
 
 export interface BaseContext {
-  /** Built-ins that do not depend on the step (lowest priority). */
-  builtins: Record<string, unknown>;
-  /** workload keys < step result views < vars, already merged. */
-  names: Record<string, unknown>;
+  /** Built-ins (lowest) overlaid by workload keys, step result views and vars: the part of every
+   *  context that does not depend on the step run. Built once per decision and version. */
+  full: Record<string, unknown>;
+  /** Names that outrank per-evaluation built-ins (workload keys, step names, var names). */
+  names: Set<string>;
 }
 
 const DENIED = new Set(['constructor', 'prototype', '__proto__']);
@@ -53,12 +54,16 @@ export function baseContext(state: EngineState, playbook: Playbook, externalVars
   const results: Record<string, unknown> = {};
   for (const name of Object.keys(state.results)) if (!DENIED.has(name)) results[name] = resultView(state.results[name]);
   const workload = playbook.workload ?? {};
-  const names: Record<string, unknown> = {};
-  for (const src of [workload, results, vars]) for (const k of Object.keys(src)) if (!DENIED.has(k)) names[k] = src[k];
-  return {
-    builtins: { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} },
-    names,
-  };
+  const full: Record<string, unknown> = { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} };
+  const names = new Set<string>();
+  for (const src of [workload, results, vars]) {
+    for (const k of Object.keys(src)) {
+      if (DENIED.has(k)) continue;
+      full[k] = src[k];
+      names.add(k);
+    }
+  }
+  return { full, names };
 }
 
 export interface ContextExtras {
@@ -71,17 +76,20 @@ export interface ContextExtras {
 
 export function stepContext(base: BaseContext, state: EngineState, extras: ContextExtras): Record<string, unknown> {
   const { run, step, item, ...rest } = extras;
-  const ctx: Record<string, unknown> = { ...base.builtins };
-  if (run) for (const k of Object.keys(run.acc)) if (!DENIED.has(k)) ctx[k] = run.acc[k];
-  ctx.args = run?.args ?? {};
-  ctx.ctx = run?.ctx ?? {};
-  ctx.job = { execution_id: state.execution_id, step: step ?? null, run: run?.run ?? 0, path: state.path };
-  for (const k of Object.keys(rest)) if (rest[k] !== undefined && !DENIED.has(k)) ctx[k] = rest[k];
-  if (rest._retry !== undefined) ctx._loop = rest._retry;
-  Object.assign(ctx, base.names);
+  const ctx: Record<string, unknown> = { ...base.full };
+  const names = base.names;
+  const put = (k: string, v: unknown): void => {
+    if (v !== undefined && !names.has(k) && !DENIED.has(k)) ctx[k] = v;
+  };
+  if (run) for (const k of Object.keys(run.acc)) put(k, run.acc[k]);
+  put('args', run?.args ?? {});
+  put('ctx', run?.ctx ?? {});
+  put('job', { execution_id: state.execution_id, step: step ?? null, run: run?.run ?? 0, path: state.path });
+  for (const k of Object.keys(rest)) put(k, rest[k]);
+  if (rest._retry !== undefined) put('_loop', rest._retry);
   if (item) {
     ctx[item.name] = item.value;
-    ctx.loop_index = item.index;
+    put('loop_index', item.index);
   }
   return ctx;
 }

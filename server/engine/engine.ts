@@ -140,6 +140,7 @@ class Builder {
 
   emit(ev: EngineEvent): void {
     apply(this.d, ev);
+    if (ev.name === 'step_completed' || ev.name === 'vars_set' || ev.name === 'execution_started') this.baseVersion++;
     this.events.push(ev);
     if (ev.name === 'command_issued') this.commands.push(ev.payload.command as unknown as Command);
     for (const key of ['superseded', 'cancelled_commands'] as const) {
@@ -158,8 +159,20 @@ class Builder {
     return !TERMINAL_STATUSES.includes(this.s.status);
   }
 
+  /** Bumped by every event that changes what the base context shows. */
+  private baseVersion = 0;
+  private baseCache: { version: number; base: BaseContext } | null = null;
+
   base(): BaseContext {
-    return baseContext(this.s, this.pb, this.input.externalVars);
+    if (this.baseCache?.version !== this.baseVersion) {
+      this.baseCache = { version: this.baseVersion, base: baseContext(this.s, this.pb, this.input.externalVars) };
+    }
+    return this.baseCache.base;
+  }
+
+  /** Whether the step has case entries for this event (contexts are only built when needed). */
+  hasCase(def: Step, on: string): boolean {
+    return (def.case ?? []).some((e) => caseEvents(e).has(on));
   }
 
   /** Runs fn; a StepError fails the step, an ExecutionError fails the execution. */
@@ -231,16 +244,13 @@ class Builder {
     let args: JsonObject = incoming;
     let items: Json[] | undefined;
     let failure: JsonObject | undefined;
-    const ctx0 = stepContext(this.base(), s, { step: name });
-    ctx0.args = incoming;
     try {
       if (def.args) {
-        const defaults = render(def.args, ctx0, 'args');
+        const defaults = render(def.args, stepContext(this.base(), s, { step: name, args: incoming }), 'args');
         args = { ...(isObject(defaults) ? defaults : {}), ...incoming };
-        ctx0.args = args;
       }
       if (def.loop && hasItems(def)) {
-        const raw = typeof def.loop.in === 'string' ? render(def.loop.in, ctx0, 'loop.in') : def.loop.in;
+        const raw = typeof def.loop.in === 'string' ? render(def.loop.in, stepContext(this.base(), s, { step: name, args }), 'loop.in') : def.loop.in;
         if (raw === null || raw === undefined || raw === '') items = [];
         else if (Array.isArray(raw)) items = raw;
         else if (isObject(raw)) items = Object.entries(raw).map(([key, value]) => ({ key, value }));
@@ -262,10 +272,11 @@ class Builder {
       return;
     }
     this.guard(name, () => {
-      const run = s.runs[name];
-      const ctx = stepContext(this.base(), this.s, { run, step: name, event: { name: 'step.enter', payload: { args } } });
-      const acts = this.evalCase(def, 'step.enter', ctx, null);
-      if (acts && this.applyActs(def, acts, 'step.enter', null)) return;
+      if (this.hasCase(def, 'step.enter')) {
+        const ctx = stepContext(this.base(), this.s, { run: s.runs[name], step: name, event: { name: 'step.enter', payload: { args } } });
+        const acts = this.evalCase(def, 'step.enter', ctx, null);
+        if (acts && this.applyActs(def, acts, 'step.enter', null)) return;
+      }
       if (!def.tool) {
         this.exitStep(name, false);
       } else if (items) {
@@ -371,12 +382,13 @@ class Builder {
     this.emit({ name: 'step.exit', step: name, payload });
     let ended = false;
     this.guard(name, () => {
-      const cur = this.s.runs[name]!;
-      const ctx = stepContext(this.base(), this.s, {
-        run: cur, step: name, event: { name: 'step.exit', payload: { result: computed } }, result: resultView(computed),
-      });
-      const acts = this.evalCase(def, 'step.exit', ctx, null);
-      if (acts) ended = this.applyActs(def, acts, 'step.exit', null);
+      if (this.hasCase(def, 'step.exit')) {
+        const ctx = stepContext(this.base(), this.s, {
+          run: this.s.runs[name], step: name, event: { name: 'step.exit', payload: { result: computed } }, result: resultView(computed),
+        });
+        const acts = this.evalCase(def, 'step.exit', ctx, null);
+        if (acts) ended = this.applyActs(def, acts, 'step.exit', null);
+      }
       if (!ended) this.completeStep(name);
     });
   }
@@ -409,6 +421,7 @@ class Builder {
 
   structuralTargets(def: Step, run: RunState, result: Json): RenderedTarget[] {
     if (!def.next?.length) return [];
+    if (!def.next.some((t) => t.args)) return def.next.map((t) => ({ step: t.step, args: {} }));
     const ctx = stepContext(this.base(), this.s, { run, step: def.step, result: resultView(result) });
     return def.next.map((t, i) => {
       try {
@@ -576,14 +589,13 @@ class Builder {
     const view = ok ? (rec.tool.kind === 'http' ? resultView(raw) : raw) : undefined;
     const error = ok ? undefined : payload.error;
     const item = this.itemBinding(run, rec.item);
-    const base = this.base();
     const mkCtx = (pages: Json | undefined, into?: string): Record<string, unknown> => {
       const extra: Record<string, unknown> = {
         run, step: name, item, event: { name: 'call.done', payload }, response: view, page: view, error,
         result: view, _retry: { index: chain.index, count: chain.index }, iteration: chain.index, pages,
       };
       if (into && pages !== undefined) extra[into] = pages;
-      return stepContext(base, this.s, extra);
+      return stepContext(this.base(), this.s, extra);
     };
 
     const effects: Effects = {};
@@ -610,7 +622,7 @@ class Builder {
         const op = { mode: LEGACY_MERGE[pg.merge_strategy] ?? 'concat', value };
         pages = combine(op.mode, chain.pages, value);
         effects.chain = { key, op };
-        const lctx = stepContext(base, this.s, {
+        const lctx = stepContext(this.base(), this.s, {
           run, step: name, item, event: { name: 'call.done', payload }, response: raw, iteration: chain.index - 1, accumulated: pages,
         });
         if (chain.index < pg.max_iterations && cond(pg.continue_while, lctx, 'loop.pagination.continue_while')) {
@@ -689,9 +701,12 @@ class Builder {
 
     // ---- final outcome of the call chain: case rules for call.done
     const final: Json = pages !== undefined ? pages : ok ? (raw ?? null) : null;
-    const cctx = mkCtx(pages, into);
-    if (ok && pages !== undefined) cctx.result = pages;
-    const acts = this.evalCase(def, 'call.done', cctx, run);
+    let acts: Acts | null = null;
+    if (this.hasCase(def, 'call.done')) {
+      const cctx = mkCtx(pages, into);
+      if (ok && pages !== undefined) cctx.result = pages;
+      acts = this.evalCase(def, 'call.done', cctx, run);
+    }
     if (acts) {
       const ae = acts.effects;
       if (ae.ctx) effects.ctx = ae.ctx;

@@ -105,6 +105,8 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
   trackOpen();
   const apply = (ev: EngineEvent): Decision<EngineState> => {
     const prev = res.state;
+    // handle() must not mutate the state it is given (the server caches it): freeze it.
+    deepFreeze(prev);
     const d = handle(prev, playbook, ev, input());
     checkDecision(prev, d, ev);
     res.decisions.push(d);
@@ -159,6 +161,12 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
   deepStrictEqual(fold(res.events), res.state, 'fold(all events) equals the incremental state');
   deepStrictEqual(fold(JSON.parse(JSON.stringify(res.events)) as EngineEvent[]), res.state, 'fold survives a JSON round trip');
   return res;
+}
+
+function deepFreeze(v: unknown): void {
+  if (v === null || typeof v !== 'object' || Object.isFrozen(v)) return;
+  Object.freeze(v);
+  for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
 }
 
 /** Event names of a run (optionally for one step), for compact assertions. */
