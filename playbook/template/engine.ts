@@ -153,7 +153,7 @@ function isOwnError(e: unknown): boolean {
 const rt: any = Object.create(nunjucksRuntime);
 Object.assign(rt, {
   contextOrFrameLookup(context: SandboxContext, frame: any, name: string): unknown {
-    checkName(name);
+    // `name` is a Symbol of the template, already checked at compile time (checkAst).
     const v = frame.lookup(name);
     if (v !== undefined) return v;
     const c = context.lookup(name);
@@ -161,6 +161,11 @@ Object.assign(rt, {
     return c;
   },
   memberLookup(obj: unknown, key: unknown, path?: string): unknown {
+    if (key === undefined || key === null) {
+      // `x[k]` with k undefined: the lookup of k already recorded what is missing.
+      if (obj !== undefined && obj !== null && key === null) lastMissing = { message: `'${path}' has no item None`, variable: path ?? 'None' };
+      return undefined;
+    }
     const v = getAttr(obj, key);
     if (v === undefined && obj !== undefined && obj !== null) {
       const variable = path ? `${path}.${String(key)}` : String(key);
@@ -441,43 +446,56 @@ function compileAst(src: string, ast: any, exprOnly: boolean): Compiled {
   }
 }
 
+/**
+ * Bounded cache with approximate LRU eviction and O(1) hits without reordering: entries live in
+ * a young and an old generation; when the young one reaches half the bound, the old one is
+ * dropped and the young one becomes old; a hit in the old generation is promoted. Templates used
+ * in the last `max / 2` insertions are never evicted; at most `max` are held.
+ */
 class Lru<V> {
-  private readonly map = new Map<string, V>();
+  private young = new Map<string, V>();
+  private old = new Map<string, V>();
   constructor(private readonly max: number) {}
   get(k: string): V | undefined {
-    const v = this.map.get(k);
-    if (v !== undefined) {
-      this.map.delete(k);
-      this.map.set(k, v);
-    }
-    return v;
+    const v = this.young.get(k);
+    if (v !== undefined) return v;
+    const o = this.old.get(k);
+    if (o !== undefined) this.set(k, o);
+    return o;
   }
   set(k: string, v: V): void {
-    this.map.delete(k);
-    this.map.set(k, v);
-    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as string);
+    if (this.young.size >= this.max / 2) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.young.set(k, v);
   }
   get size(): number {
-    return this.map.size;
+    return this.young.size + this.old.size;
   }
   clear(): void {
-    this.map.clear();
+    this.young.clear();
+    this.old.clear();
   }
 }
 
 const CACHE_SIZE = 5000;
-const cache = new Lru<Compiled | TemplateSyntaxError | SecurityError>(CACHE_SIZE);
+// Keyed by the template string itself (not a derived key): a playbook's template strings are the
+// same string objects on every evaluation, so V8 hashes each one only once.
+const templateCache = new Lru<Compiled | TemplateSyntaxError | SecurityError>(CACHE_SIZE);
+const expressionCache = new Lru<Compiled | TemplateSyntaxError | SecurityError>(CACHE_SIZE);
 
 export const cacheStats = { hits: 0, misses: 0 };
 
 export function cacheSize(): number {
-  return cache.size;
+  return templateCache.size + expressionCache.size;
 }
 export function clearCache(): void {
-  cache.clear();
+  templateCache.clear();
+  expressionCache.clear();
 }
 
-function cached(key: string, make: () => Compiled): Compiled {
+function cached(cache: Lru<Compiled | TemplateSyntaxError | SecurityError>, key: string, make: () => Compiled): Compiled {
   const hit = cache.get(key);
   if (hit !== undefined) {
     cacheStats.hits++;
@@ -497,7 +515,7 @@ function cached(key: string, make: () => Compiled): Compiled {
 
 /** Compiles a template string: a whole `{{ expr }}` becomes an expression, the rest a template. */
 export function compileTemplate(src: string): Compiled {
-  return cached(`t:${src}`, () => {
+  return cached(templateCache, src, () => {
     const ast = parse(src);
     return compileAst(src, ast, wholeExpression(ast) !== undefined);
   });
@@ -505,7 +523,7 @@ export function compileTemplate(src: string): Compiled {
 
 /** Compiles a bare expression (`a.b > 1`, as written in `when:`). */
 export function compileExpression(expr: string): Compiled {
-  return cached(`e:${expr}`, () => {
+  return cached(expressionCache, expr, () => {
     if (/^\s*$/.test(expr)) throw new TemplateSyntaxError('empty expression');
     const src = `{{ ${expr} }}`;
     const ast = parse(src);
@@ -516,6 +534,19 @@ export function compileExpression(expr: string): Compiled {
 
 /** Runs a compiled template; returns the native value (expression) or the rendered string. */
 export function run(compiled: Compiled, data: object): unknown {
+  try {
+    return runRaw(compiled, data);
+  } catch (e) {
+    // An operation that failed on an undefined operand (`missing + 1`, `'a' in missing`): name
+    // the variable that was missing.
+    if (e instanceof UndefinedValueError && e.variable === undefined && lastMissing && /undefined/.test(e.message)) {
+      throw new UndefinedValueError(`${e.message} (${lastMissing.message})`, lastMissing.variable);
+    }
+    throw e;
+  }
+}
+
+function runRaw(compiled: Compiled, data: object): unknown {
   const context = new SandboxContext(env, data);
   const frame = new nunjucksRuntime.Frame();
   lastMissing = undefined;

@@ -81,8 +81,8 @@ function toTemplateError(e: unknown, template: string, field: string | undefined
     return new TemplateError(`${where}: template syntax error: ${e.message}`, field, undefined, { kind: 'syntax', template });
   }
   if (e instanceof UndefinedValueError) {
-    const kind: TemplateErrorKind = e.variable ? 'undefined' : 'type';
-    return new TemplateError(`${where}: ${e.message}`, field, e.variable, { kind, template });
+    const kind: TemplateErrorKind = e.variable !== undefined ? 'undefined' : 'type';
+    return new TemplateError(`${where}: ${e.message}`, field, e.variable || undefined, { kind, template });
   }
   const msg = e instanceof Error ? e.message : String(e);
   return new TemplateError(`${where}: ${msg}`, field, undefined, { kind: 'type', template });
@@ -124,11 +124,19 @@ function compile(template: string, field: string | undefined): Compiled {
 
 /** Renders a value recursively; a string that is exactly one `{{ expr }}` gives the native value. */
 export function renderValue(value: Json | undefined, ctx: object, opts: RenderOptions = {}): Json {
-  if (typeof value === 'string') return renderString(value, ctx, opts);
-  if (Array.isArray(value)) return value.map((v, i) => renderValue(v, ctx, { ...opts, field: `${opts.field ?? ''}[${i}]` }));
+  return renderRec(value, ctx, opts.field, opts.defer);
+}
+
+function renderRec(value: Json | undefined, ctx: object, field: string | undefined, defer: RenderOptions['defer']): Json {
+  if (typeof value === 'string') return renderString(value, ctx, { field, defer });
+  if (Array.isArray(value)) {
+    const out: Json[] = new Array(value.length);
+    for (let i = 0; i < value.length; i++) out[i] = renderRec(value[i], ctx, `${field ?? ''}[${i}]`, defer);
+    return out;
+  }
   if (value && typeof value === 'object') {
     const out: { [k: string]: Json } = {};
-    for (const [k, v] of Object.entries(value)) out[k] = renderValue(v, ctx, { ...opts, field: opts.field ? `${opts.field}.${k}` : k });
+    for (const k of Object.keys(value)) out[k] = renderRec(value[k], ctx, field ? `${field}.${k}` : k, defer);
     return out;
   }
   return value ?? null;
@@ -146,18 +154,13 @@ export function renderString(template: string, ctx: object, opts: RenderOptions 
   }
   if (compiled.kind === 'template') return v as string;
   if (v === undefined) {
-    throw toTemplateError(new UndefinedValueError(undefinedMessage(), missingVariable()), template, opts.field);
+    const m = takeMissing();
+    const message = m?.message ?? `'${template.trim().replace(/^\{\{\s*|\s*\}\}$/g, '')}' is undefined`;
+    throw toTemplateError(new UndefinedValueError(message, m?.variable ?? ''), template, opts.field);
   }
   return toJson(v, template, opts.field);
 }
 
-// The engine records the last undefined lookup of the expression just evaluated.
-function undefinedMessage(): string {
-  return takeMissing()?.message ?? 'value is undefined';
-}
-function missingVariable(): string | undefined {
-  return takeMissing()?.variable;
-}
 
 /**
  * Evaluates a bare expression (`a.b > 1`, as written in `when:`) or a `{{ … }}` template to its
@@ -228,12 +231,30 @@ export function checkTemplate(template: string, opts: { expression?: boolean; fi
  * `renderValue(tool, ctx, { defer: (t) => referencesName(t, 'keychain') })`.
  */
 export function referencesName(template: string, name: string): boolean {
-  if (!isTemplate(template)) return false;
-  const re = new RegExp(`(^|[^\\w.'"])${name.replace(/[^\w]/g, '')}\\b`);
-  // Only the expression parts count: text outside {{ }} / {% %} is not a reference.
+  if (!template.includes(name) || !isTemplate(template)) return false;
+  let cache = refCache.get(name);
+  if (!cache) {
+    cache = new Map();
+    refCache.set(name, cache);
+  }
+  const hit = cache.get(template);
+  if (hit !== undefined) return hit;
+  let re = nameRes.get(name);
+  if (!re) {
+    re = new RegExp(`(^|[^\\w.'"])${name.replace(/[^\w]/g, '')}\\b`);
+    nameRes.set(name, re);
+  }
+  // Only the expression parts count: text outside {{ }} / {% %} and string literals are not references.
   const parts = template.match(/\{\{[\s\S]*?\}\}|\{%[\s\S]*?%\}/g) ?? [];
-  return parts.some((p) => re.test(p.replace(/'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"/g, '""')));
+  const r = re;
+  const found = parts.some((p) => r.test(p.replace(/'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"/g, '""')));
+  if (cache.size >= 10_000) cache.clear();
+  cache.set(template, found);
+  return found;
 }
+
+const nameRes = new Map<string, RegExp>();
+const refCache = new Map<string, Map<string, boolean>>();
 
 /** `defer` predicate for the engine: leaves `keychain.*` references for the worker. */
 export const deferKeychain = (template: string): boolean => referencesName(template, 'keychain');

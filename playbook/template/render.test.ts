@@ -109,9 +109,21 @@ describe('undefined rules', () => {
     expect(renderString('{{ missing.x if missing is defined else 0 }}', ctx)).toBe(0);
     expect(renderString('v={{ missing | default(n) }}', ctx)).toBe('v=3');
   });
-  it('arithmetic and concatenation with undefined are errors in rendering, not NaN or "undefined"', () => {
-    expect(err(() => renderString('{{ missing + 1 }}', ctx)).message).toContain('undefined');
-    expect(err(() => renderString("x{{ 'a' ~ missing }}", ctx)).message).toContain('undefined');
+  it('arithmetic and concatenation with undefined are errors in rendering, not NaN or "undefined", naming the variable', () => {
+    const e1 = err(() => renderString('{{ missing + 1 }}', ctx, { field: 'f' }));
+    expect(e1.message).toBe("'{{ missing + 1 }}' in f: '+' of an undefined value ('missing' is undefined)");
+    expect(e1.variable).toBe('missing');
+    const e2 = err(() => renderString("x{{ 'a' ~ obj.nope }}", ctx));
+    expect(e2.message).toContain("'obj' has no attribute 'nope'");
+    expect(e2.variable).toBe('obj.nope');
+  });
+  it('an expression that is undefined without a missing name says which expression', () => {
+    const e = err(() => renderString('{{ empty | first }}', ctx, { field: 'f' }));
+    expect(e.message).toBe("'{{ empty | first }}' in f: 'empty | first' is undefined");
+    expect(e.kind).toBe('undefined');
+  });
+  it('an undefined subscript key names the key variable', () => {
+    expect(err(() => renderString('{{ list[idx] }}', ctx)).variable).toBe('idx');
   });
   it('conditions: undefined is false, missing attributes of missing objects do not throw', () => {
     expect(evalCondition('missing', ctx)).toBe(false);

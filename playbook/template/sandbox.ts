@@ -61,7 +61,7 @@ export const DENIED_NAMES: ReadonlySet<string> = new Set([
 
 export function isDeniedName(name: unknown): boolean {
   if (typeof name !== 'string') return false;
-  return DENIED_NAMES.has(name) || name.startsWith('__');
+  return (name.charCodeAt(0) === 95 && name.charCodeAt(1) === 95) || DENIED_NAMES.has(name);
 }
 
 export function checkName(name: unknown): void {
@@ -92,13 +92,17 @@ const BUILTIN_PROTOTYPES: ReadonlySet<unknown> = new Set<unknown>([
  * Own-property lookup that also follows prototypes the caller built on purpose (a context made with
  * `Object.create(parent)`), but never reaches a built-in prototype.
  */
+const NOT_FOUND = Object.freeze({ found: false as const });
+
 export function ownLookup(obj: object, key: string): { found: boolean; value?: unknown } {
-  let o: object | null = obj;
+  if (hasOwn.call(obj, key)) return { found: true, value: (obj as Record<string, unknown>)[key] };
+  let o = Object.getPrototypeOf(obj) as object | null;
+  if (o === Object.prototype || o === null) return NOT_FOUND;
   while (o !== null && !BUILTIN_PROTOTYPES.has(o)) {
     if (hasOwn.call(o, key)) return { found: true, value: (o as Record<string, unknown>)[key] };
     o = Object.getPrototypeOf(o) as object | null;
   }
-  return { found: false };
+  return NOT_FOUND;
 }
 
 /**
