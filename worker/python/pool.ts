@@ -37,10 +37,15 @@ export type PythonResult =
 
 function runnerPath(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  // Sources run from worker/python; the build runs from dist/worker/python, where the .py file
-  // is not copied by tsc: fall back to the source tree.
-  const candidates = [join(here, 'runner.py'), join(here, '..', '..', '..', 'worker', 'python', 'runner.py')];
-  return candidates.find((p) => existsSync(p)) ?? candidates[0];
+  // Sources run from worker/python; a build runs from <outDir>/worker/python, where tsc does not
+  // copy the .py file: walk up to the package's source tree (PLAYFLOW_PYTHON_RUNNER overrides).
+  if (process.env.PLAYFLOW_PYTHON_RUNNER) return process.env.PLAYFLOW_PYTHON_RUNNER;
+  let dir = here;
+  for (let i = 0; i < 6; i++) {
+    for (const candidate of [join(dir, 'runner.py'), join(dir, 'worker', 'python', 'runner.py')]) if (existsSync(candidate)) return candidate;
+    dir = dirname(dir);
+  }
+  return join(here, 'runner.py');
 }
 
 interface Pending {
