@@ -329,7 +329,7 @@ export function workerPoolCrd(): Schema {
         scaleUpStabilizationSeconds: { type: 'integer', minimum: 0, maximum: 3600, default: 0 },
         scaleDownStabilizationSeconds: { type: 'integer', minimum: 0, maximum: 3600, default: 300 },
         fallbackReplicas: { type: 'integer', minimum: 0, description: 'Replicas while the queue cannot be read; unset keeps the current count.' },
-        pollIntervalSeconds: { type: 'integer', minimum: 1, maximum: 3600, default: 15 },
+        pollIntervalSeconds: { type: 'integer', minimum: 1, maximum: 3600, description: 'How often the queue is read; default the operator\'s WORKERPOOL_POLL_SECONDS (15).' },
         replicas: { type: 'integer', minimum: 0, description: 'Set by `kubectl scale`: pins the count (clamped to min/max) and suspends queue-based scaling until removed.' },
       },
       'x-kubernetes-validations': [

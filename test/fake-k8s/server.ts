@@ -31,8 +31,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
+import { Ajv, type ValidateFunction } from 'ajv';
 
 export type Obj = Record<string, any>;
 
@@ -101,6 +103,12 @@ export interface FakeKubeOptions {
   bookmarkIntervalMs?: number;
   /** Mirror a StatefulSet's spec.replicas into status.replicas/readyReplicas, like its controller. Default true. */
   simulateStatefulSetController?: boolean;
+  /**
+   * CustomResourceDefinition documents: custom resources of their kinds are then defaulted,
+   * pruned of unknown fields and validated against the openAPIV3Schema on every write, as the
+   * real API server does (CEL rules are not evaluated).
+   */
+  crds?: Obj[];
 }
 
 class HttpError extends Error {
@@ -240,6 +248,7 @@ export class FakeKubeServer {
   private injected: Array<{ match: (method: string, path: string, token: string) => boolean; code: number; times: number }> = [];
   private readonly bookmarkIntervalMs: number;
   private readonly simulateSts: boolean;
+  private readonly schemas = new Map<string, { schema: Obj; validate: ValidateFunction }>();
   url = '';
 
   constructor(opts: FakeKubeOptions = {}) {
@@ -247,6 +256,17 @@ export class FakeKubeServer {
     this.bookmarkIntervalMs = opts.bookmarkIntervalMs ?? 1000;
     this.simulateSts = opts.simulateStatefulSetController ?? true;
     for (const r of this.resources) this.objects.set(resKey(r), new Map());
+    if (opts.crds?.length) {
+      const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+      for (const k of ['x-kubernetes-preserve-unknown-fields', 'x-kubernetes-int-or-string', 'x-kubernetes-validations',
+        'x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-embedded-resource']) ajv.addKeyword(k);
+      for (const crd of opts.crds) {
+        const version = crd.spec.versions.find((v: Obj) => v.storage) ?? crd.spec.versions[0];
+        const schema = version.schema.openAPIV3Schema;
+        const def = this.resources.find((r) => r.group === crd.spec.group && r.kind === crd.spec.names.kind);
+        if (def) this.schemas.set(resKey(def), { schema, validate: ajv.compile(schema) });
+      }
+    }
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         this.sendError(req, res, err instanceof HttpError ? err : new HttpError(500, 'InternalError', String(err)));
@@ -618,6 +638,18 @@ export class FakeKubeServer {
   }
 
   private normalise(def: ResourceDef, obj: Obj): void {
+    const crd = this.schemas.get(resKey(def));
+    if (crd) {
+      const { metadata } = obj;
+      delete obj.metadata; // ObjectMeta is not part of the CRD schema
+      applyDefaultsAndPrune(crd.schema, obj);
+      obj.metadata = metadata;
+      if (!crd.validate(obj)) {
+        const causes = (crd.validate.errors ?? []).map((e) => `${e.instancePath.slice(1).replace(/\//g, '.') || '<root>'}: ${e.message}`);
+        throw new HttpError(422, 'Invalid', `${def.kind}.${def.group} "${obj.metadata?.name}" is invalid: ${causes.join(', ')}`,
+          { name: obj.metadata?.name, group: def.group, kind: def.kind, causes: causes.map((message) => ({ message })) });
+      }
+    }
     if (def.kind === 'Secret' && obj.stringData) {
       obj.data = { ...(obj.data ?? {}) };
       for (const [k, v] of Object.entries(obj.stringData as Record<string, string>)) {
@@ -789,6 +821,28 @@ export class FakeKubeServer {
   }
 }
 
+/** Structural-schema defaulting and pruning (what the API server does before validation). */
+export function applyDefaultsAndPrune(schema: Obj, value: any): void {
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    if (schema.items) for (const v of value) applyDefaultsAndPrune(schema.items, v);
+    return;
+  }
+  if (schema.properties) {
+    for (const [k, sub] of Object.entries(schema.properties as Record<string, Obj>)) {
+      if (value[k] === undefined && sub.default !== undefined) value[k] = structuredClone(sub.default);
+      if (value[k] !== undefined) applyDefaultsAndPrune(sub, value[k]);
+    }
+    if (!schema['x-kubernetes-preserve-unknown-fields']) {
+      for (const k of Object.keys(value)) if (!(k in schema.properties)) delete value[k];
+    }
+  } else if (schema.additionalProperties && typeof schema.additionalProperties === 'object') {
+    for (const v of Object.values(value)) applyDefaultsAndPrune(schema.additionalProperties, v);
+  } else if (schema.type === 'object' && !schema['x-kubernetes-preserve-unknown-fields']) {
+    for (const k of Object.keys(value)) delete value[k];
+  }
+}
+
 function resKey(r: ResourceDef): string {
   return `${r.group}/${r.version}/${r.plural}`;
 }
@@ -824,4 +878,11 @@ function applyPatch(existing: Obj, body: Buffer, contentType: string | undefined
     default:
       throw new HttpError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
   }
+}
+
+/** The CRD documents checked in under crds/ (for `new FakeKubeServer({crds: loadCrds()})`). */
+export function loadCrds(dir = new URL('../../crds/', import.meta.url)): Obj[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => parseYaml(readFileSync(new URL(f, dir), 'utf8')) as Obj);
 }

@@ -5,7 +5,7 @@
  * the real Playflow server is in operator.acceptance.test.ts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeKubeServer } from '../fake-k8s/server.js';
+import { FakeKubeServer, loadCrds } from '../fake-k8s/server.js';
 import { startOperator, type RunningOperator } from '../../operator/main.js';
 import { silentLogger } from '../../operator/log.js';
 import { FINALIZER } from '../../operator/types.js';
@@ -23,7 +23,7 @@ const fast = {
 };
 
 describe('operator controllers (fake API server + stub Playflow server)', () => {
-  const kube = new FakeKubeServer({ bookmarkIntervalMs: 200 });
+  const kube = new FakeKubeServer({ bookmarkIntervalMs: 200, crds: loadCrds() });
   const stub = new StubPlayflowServer();
   let proxy: FaultProxy;
   const running: RunningOperator[] = [];
@@ -107,7 +107,7 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     const afterInvalid = posts();
     await sleep(500);
     expect(posts()).toBe(afterInvalid);
-    expect(eventsFor(kube, ns, 'hello').map((e) => e.reason)).toContain('InvalidPlaybook');
+    await eventually(() => expect(eventsFor(kube, ns, 'hello').map((e) => e.reason)).toContain('InvalidPlaybook'));
 
     // fix it, then delete → removed from the catalog, finalizer released, object gone
     kube.putObject('playbooks', { ...invalid, spec: { workflow: [{ step: 'start' }] } });
@@ -134,7 +134,7 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     expect(op.isLeader()).toBe(true);
     proxy.down = false;
     await eventually(() => expect(kube.getObject('playbooks', ns, 'p')!.status).toMatchObject({ catalogPath: 'ops/p', catalogVersion: 1 }), 5000);
-    expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')?.status).toBe('True');
+    await eventually(() => expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')?.status).toBe('True'));
   });
 
   it('syncs a Credential from its Secret, re-syncs on rotation, reports a missing Secret or key, and deletes', async () => {
@@ -179,14 +179,14 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     });
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(10));
     await eventually(() => expect(kube.getObject('workerpools', ns, 'pool')!.status).toMatchObject({ desiredReplicas: 10, queueDepth: 200 }));
-    expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('ScaledUp');
+    await eventually(() => expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('ScaledUp'));
 
     // bounded by max
     stub.stats = { queued: 500, leased: 100, delayed: 0, oldest_age_seconds: 3 };
     const pool = kube.getObject('workerpools', ns, 'pool')!;
     kube.putObject('workerpools', { ...pool, spec: { ...pool.spec, maxReplicas: 12 } });
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(12));
-    expect(condition(kube.getObject('workerpools', ns, 'pool'), 'ScalingLimited')).toMatchObject({ status: 'True', reason: 'TooManyReplicas' });
+    await eventually(() => expect(condition(kube.getObject('workerpools', ns, 'pool'), 'ScalingLimited')).toMatchObject({ status: 'True', reason: 'TooManyReplicas' }));
 
     // drained: not before the window, then down to min
     stub.stats = { queued: 0, leased: 0, delayed: 0, oldest_age_seconds: 0 };
@@ -195,7 +195,7 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(12);
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(1), 5000);
     expect(Date.now() - drainedAt).toBeGreaterThanOrEqual(900);
-    expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('ScaledDown');
+    await eventually(() => expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('ScaledDown'));
 
     // stats endpoint down → replicas unchanged, QueueReadFailed, Ready=False
     stub.stats = { queued: 100, leased: 0, delayed: 0, oldest_age_seconds: 0 };
@@ -204,7 +204,7 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     await eventually(() => expect(condition(kube.getObject('workerpools', ns, 'pool'), 'Ready')).toMatchObject({ status: 'False', reason: 'ServerUnavailable' }));
     await sleep(400);
     expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(5);
-    expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('QueueReadFailed');
+    await eventually(() => expect(eventsFor(kube, ns, 'pool').map((e) => e.reason)).toContain('QueueReadFailed'));
 
     // …or fallbackReplicas when set
     const p2 = kube.getObject('workerpools', ns, 'pool')!;
@@ -212,7 +212,7 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(3));
     proxy.failing.clear();
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(5));
-    expect(condition(kube.getObject('workerpools', ns, 'pool'), 'Ready')?.status).toBe('True');
+    await eventually(() => expect(condition(kube.getObject('workerpools', ns, 'pool'), 'Ready')?.status).toBe('True'));
   });
 
   it('relists after the watch drops and its history expires (410), and converges', async () => {
