@@ -11,7 +11,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType,
-  type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig, type StreamInfo,
+  type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig, type StreamInfo,
 } from '@nats-io/jetstream';
 import type { CommandNotification } from '../../client/protocol.js';
 import {
@@ -48,6 +48,7 @@ export class JetStreamBroker implements Broker {
   private lastError: unknown = null;
   private ensured = false;
   private closed = false;
+  private consumer: Consumer | null = null;
 
   constructor(opts: JetStreamBrokerOptions) {
     this.opts = opts;
@@ -93,6 +94,7 @@ export class JetStreamBroker implements Broker {
             this.nc = null;
             this.js = null;
             this.jsm = null;
+            this.consumer = null;
             this.ensured = false;
           }
           if (err && !this.closed) this.log.warn({ err: String(err) }, 'NATS connection closed');
@@ -183,11 +185,18 @@ export class JetStreamBroker implements Broker {
   async fetch(opts: FetchOptions = {}): Promise<BrokerMessage[]> {
     await this.connection();
     if (!this.ensured) await this.ensure();
-    const consumer = await this.js!.consumers.get(this.settings.stream, this.settings.consumer);
-    const iter = await consumer.fetch({ max_messages: Math.max(1, opts.max ?? 1), expires: Math.max(1000, opts.expiresMs ?? 1000) });
-    const out: BrokerMessage[] = [];
-    for await (const m of iter) out.push(this.wrap(m));
-    return out;
+    this.consumer ??= await this.js!.consumers.get(this.settings.stream, this.settings.consumer);
+    const consumer = this.consumer;
+    try {
+      const iter = await consumer.fetch({ max_messages: Math.max(1, opts.max ?? 1), expires: Math.max(1000, opts.expiresMs ?? 1000) });
+      const out: BrokerMessage[] = [];
+      for await (const m of iter) out.push(this.wrap(m));
+      return out;
+    } catch (err) {
+      this.consumer = null; // looked up again next time (consumer or stream recreated)
+      this.ensured = false;
+      throw err;
+    }
   }
 
   consume(handler: MessageHandler, opts: ConsumeOptions = {}): ConsumerHandle {

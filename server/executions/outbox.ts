@@ -17,8 +17,12 @@ export interface OutboxItem {
   step: string;
 }
 
+/** After a failed publish, requests stop publishing inline for this long (the sweeper keeps trying). */
+const INLINE_PAUSE_MS = 5_000;
+
 export class Outbox {
   private lastWarn = 0;
+  private inlinePausedUntil = 0;
 
   constructor(
     private readonly db: Db,
@@ -27,9 +31,13 @@ export class Outbox {
     private readonly log: CoreLogger,
   ) {}
 
-  /** Publishes after commit; never throws. Returns the queue ids published. */
+  /**
+   * Publishes after commit; never throws. Returns the queue ids published. While the broker is
+   * known to be down, requests do not wait on it: rows are left to the sweeper.
+   */
   async publish(items: OutboxItem[]): Promise<string[]> {
     const ok: string[] = [];
+    if (Date.now() < this.inlinePausedUntil) return ok;
     for (const it of items) {
       try {
         await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
@@ -38,6 +46,7 @@ export class Outbox {
       } catch (err) {
         metrics.notificationsPublished.inc({ result: 'error' });
         this.warn(err, items.length - ok.length);
+        this.inlinePausedUntil = Date.now() + INLINE_PAUSE_MS;
         break; // the broker is down: the sweeper publishes the rest
       }
     }
@@ -77,6 +86,7 @@ export class Outbox {
         }
       }
       await queue.markPublished(client, ok);
+      if (ok.length === rows.length) this.inlinePausedUntil = 0; // the broker is back
       return ok.length;
     });
   }

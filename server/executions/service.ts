@@ -244,7 +244,7 @@ export class PgExecutionService implements ExecutionService {
       const q = p.queueId ? qmap.get(p.queueId) : undefined;
       const payload = { ...p.payload };
       if (q) payload.meta = { ...(isObject(payload.meta) ? payload.meta : {}), queue_id: p.queueId, ...(p.workerId ? { worker_id: p.workerId } : {}) };
-      const event: EngineEvent = { name: p.name, step: p.step ?? q?.step ?? null, payload };
+      const event: EngineEvent = { name: p.name, step: q ? q.step : p.step, payload }; // the queue row's step is authoritative
       if (q) event.command_id = q.command_id;
       const end = metrics.eventHandling.startTimer({ event: p.name });
       const applied = await this.run(async (client, ctx) => {

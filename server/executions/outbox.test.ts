@@ -1,0 +1,161 @@
+/**
+ * Transactional outbox and sweeper against real NATS JetStream (unique names per suite) and the
+ * in-process broker: nothing is lost while NATS is down, delayed commands wait, stale
+ * notifications are republished, replicas sweeping together publish each row once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { JsonObject } from '../../playbook/types.js';
+import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
+import type { TestDatabase } from '../../test/helpers/pg.js';
+import { MemoryBroker } from '../broker/memory.js';
+import type { BrokerMessage } from '../broker/types.js';
+import type { ServerCore } from '../core.js';
+import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
+
+let tdb: TestDatabase;
+const names = uniqueBrokerNames('OB');
+
+beforeAll(async () => {
+  tdb = await testDatabase('pf_outbox');
+});
+afterAll(async () => {
+  const nc = await connect({ servers: BROKER_URL });
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.delete(names.stream).catch(() => {});
+  await nc.close();
+  await tdb?.drop();
+});
+
+async function drain(fetch: () => Promise<BrokerMessage[]>): Promise<string[]> {
+  const ids: string[] = [];
+  for (;;) {
+    const batch = await fetch();
+    if (batch.length === 0) return ids;
+    for (const m of batch) {
+      ids.push(m.data.queue_id);
+      m.ack();
+    }
+  }
+}
+
+async function unpublished(core: ServerCore): Promise<string[]> {
+  const { rows } = await core.db.pool.query(`SELECT queue_id FROM queue WHERE status = 'queued' AND published_at IS NULL ORDER BY queue_id`);
+  return rows.map((r) => r.queue_id);
+}
+
+describe('outbox and sweeper', () => {
+  it('NATS down: starts still succeed, rows stay unpublished; once NATS works the sweeper publishes every one and the executions complete', async () => {
+    const down = await testCore(tdb.url, { brokerUrl: 'nats://127.0.0.1:1', brokerSettings: names, serverName: 'down' });
+    let runs: string[];
+    try {
+      await down.deps.catalog.register(chainPlaybook('o/chain2', 2));
+      runs = [];
+      for (let i = 0; i < 3; i++) runs.push((await down.deps.executions.start({ path: 'o/chain2' })).execution_id);
+      expect(await unpublished(down)).toHaveLength(3);
+      expect((await down.sweeper.tick()).published).toBe(0); // still down: nothing marked published
+      expect(await unpublished(down)).toHaveLength(3);
+    } finally {
+      await down.stop();
+    }
+
+    const up = await testCore(tdb.url, { brokerUrl: BROKER_URL, brokerSettings: names, serverName: 'up' });
+    try {
+      const pending = await unpublished(up);
+      expect((await up.sweeper.tick()).published).toBe(3);
+      expect(await unpublished(up)).toEqual([]);
+      // the notifications are on the real stream
+      const got: BrokerMessage[] = [];
+      while (got.length < 3) {
+        const batch = await up.broker.fetch({ max: 3, expiresMs: 2000 });
+        if (batch.length === 0) break;
+        got.push(...batch);
+      }
+      expect(got.map((m) => m.data.queue_id).sort()).toEqual([...pending].sort());
+      expect(got[0].data.server_url).toBe('http://playflow.test');
+      got.forEach((m) => m.nak()); // hand them back to the pool
+      const allDone = async () => (await Promise.all(runs.map((id) => terminal(up, id)))).every(Boolean);
+      await runWorker(up, (c) => ({ response: { i: (c.tool.args as JsonObject).i } }), { until: allDone, timeoutMs: 30_000 });
+      for (const id of runs) expect((await up.deps.executions.get(id))?.status).toBe('completed');
+    } finally {
+      await up.stop();
+    }
+  });
+
+  it('a delayed command is published by the sweeper only when due', async () => {
+    const core = await testCore(tdb.url, { serverName: 'delay' });
+    try {
+      await core.deps.catalog.register(chainPlaybook('o/one', 1));
+      const run = await core.deps.executions.start({ path: 'o/one' });
+      await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 }));
+      // as if the engine had issued it with a backoff
+      await core.db.pool.query(`UPDATE queue SET available_at = now() + interval '1 hour', published_at = NULL WHERE execution_id = $1`, [run.execution_id]);
+      expect((await core.sweeper.tick()).published).toBe(0);
+      expect((await core.deps.queue.stats()).delayed).toBe(1);
+      await core.db.pool.query(`UPDATE queue SET available_at = now() - interval '1 second' WHERE execution_id = $1`, [run.execution_id]);
+      expect((await core.sweeper.tick()).published).toBe(1);
+      expect(await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 }))).toHaveLength(1);
+      await core.deps.executions.cancel(run.execution_id);
+    } finally {
+      await core.stop();
+    }
+  });
+
+  it('a queued row whose notification is stale (lost, or dropped after max deliveries) is republished', async () => {
+    const core = await testCore(tdb.url, { serverName: 'stale', republishAfterMs: 60_000 });
+    try {
+      const run = await core.deps.executions.start({ path: 'o/one' });
+      const first = await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 })); // consumed, never claimed
+      expect(first).toHaveLength(1);
+      expect((await core.sweeper.tick()).published).toBe(0); // recent: left alone
+      await core.db.pool.query(`UPDATE queue SET published_at = now() - interval '2 minutes' WHERE execution_id = $1`, [run.execution_id]);
+      expect((await core.sweeper.tick()).published).toBe(1);
+      expect(await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 }))).toEqual(first);
+      await core.deps.executions.cancel(run.execution_id);
+    } finally {
+      await core.stop();
+    }
+  });
+
+  it('replicas sweeping at the same time publish each row once', async () => {
+    const broker = new MemoryBroker();
+    const a = await testCore(tdb.url, { brokerInstance: broker, serverName: 'sa' });
+    const b = await testCore(tdb.url, { brokerInstance: broker, serverName: 'sb' });
+    try {
+      // 20 executions whose first notification was lost
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) ids.push((await a.deps.executions.start({ path: 'o/one' })).execution_id);
+      await drain(() => broker.fetch({ max: 50, expiresMs: 200 }));
+      await a.db.pool.query(`UPDATE queue SET published_at = NULL WHERE execution_id = ANY($1::bigint[])`, [ids]);
+      const [ra, rb] = await Promise.all([a.sweeper.tick(), b.sweeper.tick()]);
+      expect(ra.published + rb.published).toBe(20);
+      const published = await drain(() => broker.fetch({ max: 50, expiresMs: 200 }));
+      expect(published).toHaveLength(20);
+      expect(new Set(published).size).toBe(20);
+      for (const id of ids) await a.deps.executions.cancel(id);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await broker.close();
+    }
+  });
+
+  it('the sweeper loop runs by itself and heartbeats the server runtime row', async () => {
+    const core = await testCore(tdb.url, { serverName: 'looping', sweeper: true, sweeperIntervalMs: 50 });
+    try {
+      const { rows: [before] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
+      const run = await core.deps.executions.start({ path: 'o/one' });
+      await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 }));
+      await core.db.pool.query(`UPDATE queue SET published_at = NULL WHERE execution_id = $1`, [run.execution_id]);
+      const [m] = await core.broker.fetch({ max: 1, expiresMs: 3000 }); // published by the loop
+      expect(m.data.execution_id).toBe(run.execution_id);
+      m.ack();
+      const { rows: [after] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
+      expect(new Date(after.last_heartbeat).getTime()).toBeGreaterThanOrEqual(new Date(before.last_heartbeat).getTime());
+      await core.deps.executions.cancel(run.execution_id);
+    } finally {
+      await core.stop();
+    }
+  });
+});
