@@ -102,6 +102,48 @@ describe('outbox and sweeper', () => {
     }
   });
 
+  it('a retry with backoff is queued not due, refused with 425 until due, then published by the sweeper', async () => {
+    const core = await testCore(tdb.url, { serverName: 'retry' });
+    try {
+      await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: retry, path: o/retry }
+workflow:
+  - step: call
+    tool: { kind: http, method: GET, endpoint: "http://127.0.0.1:9/x" }
+    case:
+      - when: "{{ error.status in [503] }}"
+        then:
+          retry: { max_attempts: 3, initial_delay: 1, backoff_multiplier: 2 }
+`);
+      const run = await core.deps.executions.start({ path: 'o/retry' });
+      const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+      m.ack();
+      const c1 = await core.deps.executions.claim(m.data.queue_id, { worker_id: 'w' });
+      expect(c1.attempt).toBe(1);
+      const ack = await core.deps.executions.handleEvents([{ execution_id: c1.execution_id, step: c1.step, name: 'call.done', queue_id: c1.queue_id, payload: { error: { status: 503, message: 'unavailable' } } }]);
+      expect(ack.commands).toBe(1);
+      const { rows: [row] } = await core.db.pool.query(`SELECT * FROM queue WHERE execution_id = $1 AND status = 'queued'`, [run.execution_id]);
+      expect(row.published_at).toBeNull(); // not due: not published at commit
+      expect(new Date(row.available_at).getTime()).toBeGreaterThan(Date.now() + 300);
+      expect(await core.broker.fetch({ max: 1, expiresMs: 200 })).toEqual([]);
+      expect((await core.deps.queue.stats()).delayed).toBe(1);
+      await expect(core.deps.executions.claim(row.queue_id, { worker_id: 'w' })).rejects.toMatchObject({ statusCode: 425, code: 'not_due' });
+      expect((await core.sweeper.tick()).published).toBe(0);
+      await new Promise((r) => setTimeout(r, Math.max(0, new Date(row.available_at).getTime() - Date.now() + 100)));
+      expect((await core.sweeper.tick()).published).toBe(1);
+      const [m2] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+      expect(m2.data.queue_id).toBe(row.queue_id);
+      m2.ack();
+      const c2 = await core.deps.executions.claim(row.queue_id, { worker_id: 'w' });
+      expect(c2.attempt).toBe(2);
+      await core.deps.executions.handleEvents([{ execution_id: c2.execution_id, step: c2.step, name: 'call.done', queue_id: c2.queue_id, payload: { response: { ok: 1 } } }]);
+      expect((await core.deps.executions.get(run.execution_id))?.status).toBe('completed');
+    } finally {
+      await core.stop();
+    }
+  });
+
   it('a queued row whose notification is stale (lost, or dropped after max deliveries) is republished', async () => {
     const core = await testCore(tdb.url, { serverName: 'stale', republishAfterMs: 60_000 });
     try {
