@@ -190,8 +190,7 @@ export class KeychainResolver {
     const entries: Record<string, JsonObject> = {};
     const failedRenewals: string[] = [];
     for (const name of names) {
-      const raw = defs.find((d) => d.name === name);
-      const def = raw ? renderDef(raw, cmd) : undefined;
+      const def = defs.find((d) => d.name === name);
       const r = await this.resolveOne(name, def, cmd);
       entries[name] = r.data;
       if (r.renewFailed) failedRenewals.push(name);
@@ -200,7 +199,7 @@ export class KeychainResolver {
   }
 
   private async resolveOne(name: string, def: KeychainDef | undefined, cmd: KeychainCommand): Promise<{ data: JsonObject; renewFailed?: boolean }> {
-    if (def && (def.kind === 'env' || def.kind === 'file')) return { data: await this.readLocal(def) };
+    if (def && (def.kind === 'env' || def.kind === 'file')) return { data: await this.readLocal(renderDef(def, cmd)) };
     const scopes: Scope[] = def ? [def.scope ?? 'global'] : ['local', 'shared', 'global'];
     let got: KeychainGetResponse | undefined;
     for (const scope of scopes) {
@@ -209,7 +208,8 @@ export class KeychainResolver {
     }
     if (!got || got.status === 'not_found') {
       if (!def) throw new KeychainError(`KEYCHAIN: Entry '${name}' not found`, name);
-      return { data: await this.acquire(def, cmd) };
+      // The def's own templates (`{{ workload.client_id }}`) are rendered only when it is used.
+      return { data: await this.acquire(renderDef(def, cmd), cmd) };
     }
     if (got.status === 'success') return { data: got.token_data };
     // expired
