@@ -60,6 +60,9 @@ export interface Command {
   max_deliveries: number;
   /** Set for `tool.kind === 'playbook'`: what the worker asks the server to start. */
   child?: { path: string; payload: JsonObject };
+  /** True for a `sink` side effect (case `sink` action, retry `sink` / `per_iteration.sink`):
+   *  its call.done never re-triggers the step's rules, and a failed sink fails the execution. */
+  sink?: boolean;
 }
 
 export interface EngineInput {

@@ -356,7 +356,7 @@ class Builder {
     const run = this.s.runs[def.step];
     const command: Command = {
       command_id: this.s.seq + 1, step: def.step, tool, args: run?.args ?? {}, attempt: 1,
-      available_at: this.input.now, max_deliveries: DEFAULT_MAX_DELIVERIES,
+      available_at: this.input.now, max_deliveries: DEFAULT_MAX_DELIVERIES, sink: true,
     };
     if (item !== null) command.iteration = item;
     this.emit({

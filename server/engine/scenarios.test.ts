@@ -404,6 +404,8 @@ workflow:
     check: (r) => {
       const sink = r.commands[1];
       expect(sink.tool).toEqual({ kind: 'postgres', auth: 'pg', command: 'insert into t values (9)' });
+      expect(sink.sink).toBe(true);
+      expect(r.commands[0].sink).toBeUndefined();
       expect(evs(r, 'action_completed').filter((e) => e.payload.entry !== undefined)).toHaveLength(1);
       expect(evs(r, 'action_completed').filter((e) => e.payload.kind === 'sink')).toHaveLength(1);
     },

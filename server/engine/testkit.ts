@@ -109,6 +109,9 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     deepFreeze(prev);
     const d = handle(prev, playbook, ev, input());
     checkDecision(prev, d, ev);
+    // the server may cache the state as JSON: a snapshot must decide exactly the same
+    const again = handle(JSON.parse(JSON.stringify(prev)) as EngineState, playbook, ev, input());
+    deepStrictEqual(again.events, d.events, 'a JSON snapshot of the state decides the same events');
     res.decisions.push(d);
     res.state = d.state;
     res.events.push(...d.events);
