@@ -644,10 +644,11 @@ export class FakeKubeServer {
       delete obj.metadata; // ObjectMeta is not part of the CRD schema
       applyDefaultsAndPrune(crd.schema, obj);
       obj.metadata = metadata;
-      if (!crd.validate(obj)) {
+      const valid: boolean = crd.validate(structuredClone(obj));
+      if (!valid) {
         const causes = (crd.validate.errors ?? []).map((e) => `${e.instancePath.slice(1).replace(/\//g, '.') || '<root>'}: ${e.message}`);
-        throw new HttpError(422, 'Invalid', `${def.kind}.${def.group} "${obj.metadata?.name}" is invalid: ${causes.join(', ')}`,
-          { name: obj.metadata?.name, group: def.group, kind: def.kind, causes: causes.map((message) => ({ message })) });
+        throw new HttpError(422, 'Invalid', `${def.kind}.${def.group} "${metadata?.name}" is invalid: ${causes.join(', ')}`,
+          { name: metadata?.name, group: def.group, kind: def.kind, causes: causes.map((message) => ({ message })) });
       }
     }
     if (def.kind === 'Secret' && obj.stringData) {
