@@ -144,6 +144,20 @@ describe('sandbox: attack templates', () => {
   });
 });
 
+describe('sandbox: legitimate data is not caught by the refusals', () => {
+  it('JSON fields named call, apply, arguments, caller, import, global, process are ordinary data', () => {
+    const data = { fn: { arguments: '{"q":1}', call: 'c', apply: 'a', caller: 'me' }, import: { rows: 2 }, global: 1, process: 'p' };
+    expect(renderString('{{ fn.arguments }}|{{ fn.call }}|{{ fn.apply }}|{{ fn.caller }}', data)).toBe('{"q":1}|c|a|me');
+    expect(renderString('{{ import.rows + global }}{{ process }}', data)).toBe('3p');
+  });
+  it('{% call %} blocks can use caller()', () => {
+    expect(renderString('{% macro m() %}[{{ caller() }}]{% endmacro %}{% call m() %}x{% endcall %}', {})).toBe('[x]');
+  });
+  it('names with a single leading underscore (_retry) are allowed', () => {
+    expect(renderString('{{ _retry.index }}', { _retry: { index: 1 } })).toBe(1);
+  });
+});
+
 describe('sandbox: the rest of the process is unaffected', () => {
   it('no prototype of Object, Array, String or Function gains members', () => {
     for (const t of ATTACKS) attempt(t);

@@ -34,30 +34,14 @@ export class UndefinedValueError extends Error {
   }
 }
 
-export const DENIED_NAMES: ReadonlySet<string> = new Set([
-  'constructor',
-  'prototype',
-  '__proto__',
-  '__defineGetter__',
-  '__defineSetter__',
-  '__lookupGetter__',
-  '__lookupSetter__',
-  'caller',
-  'callee',
-  'arguments',
-  'bind',
-  'call',
-  'apply',
-  'eval',
-  'Function',
-  'globalThis',
-  'global',
-  'process',
-  'require',
-  'module',
-  'exports',
-  'import',
-]);
+/**
+ * Names refused everywhere (as a member, a variable, a filter argument, a dict key), plus every
+ * name starting with `__` (`__proto__`, `__defineGetter__`, `__lookupGetter__`, …). The list is
+ * short on purpose: the real protection is that lookups never leave a value's own properties and
+ * functions have no readable members, so `call`, `apply`, `caller` or `arguments` are harmless
+ * (and legitimate JSON field names, e.g. an LLM API's `function.arguments`).
+ */
+export const DENIED_NAMES: ReadonlySet<string> = new Set(['constructor', 'prototype', '__proto__']);
 
 export function isDeniedName(name: unknown): boolean {
   if (typeof name !== 'string') return false;
