@@ -269,6 +269,10 @@ export class PgExecutionService implements ExecutionService {
     const lease = this.leaseSeconds(req?.lease_seconds);
     const row0 = await queueStore.get(this.db.pool, queueId);
     if (!row0) throw notFound(`queue entry ${queueId} not found`);
+    // Fast refusal without the execution lock (duplicate notifications are common). A row only
+    // leaves a finished status never; a stale 'leased' may have been queued again meanwhile, and
+    // that re-queue published a fresh notification, so refusing this one loses nothing.
+    if (row0.status !== 'queued') throw claimRefusal(row0, workerId);
 
     return this.run(async (client, ctx) => {
       const loaded = await this.lockAndLoad(client, row0.execution_id);
