@@ -208,14 +208,14 @@ describe('secret_manager, env and file kinds', () => {
     const out = await renderKeychain(tool, command([def], { catalog_id: '300' }), r);
     expect(out.auth).toEqual({ type: 'postgres', inline: { db_user: 'db-user-value', db_password: 'db-password-value' } });
     expect(await secrets.getKeychain('300', 'db')).toMatchObject({ status: 'success', credential_type: 'secret_manager', cache_type: 'secret', token_data: { password: 'db-password-value', user: 'db-user-value' } });
-    await expect(renderKeychain(tool, command([{ ...def, auth: undefined }], { catalog_id: '301' }), r)).rejects.toThrow(/KEYCHAIN: Failed to fetch 'db' from gcp/);
+    await expect(renderKeychain(tool, command([{ ...def, auth: null }], { catalog_id: '301' }), r)).rejects.toThrow(/KEYCHAIN: Failed to fetch 'db' from gcp/);
   });
 
   it('env and file: read on the worker, never stored on the server', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'pf-kc-'));
     try {
       writeFileSync(join(dir, 'key'), 'file-key\n');
-      const defs = [{ name: 'e', kind: 'env', scope: 'local', map: { token: 'PF_TEST_TOKEN' } }, { name: 'f', kind: 'file', scope: 'local', path: join(dir, 'key') }];
+      const defs: JsonObject[] = [{ name: 'e', kind: 'env', scope: 'local', map: { token: 'PF_TEST_TOKEN' } }, { name: 'f', kind: 'file', scope: 'local', path: join(dir, 'key') }];
       const r = new KeychainResolver({ client: secrets, env: { PF_TEST_TOKEN: 'env-token' } });
       const out = await renderKeychain({ kind: 'http', endpoint: 'x', headers: { a: '{{ keychain.e.token }}', b: '{{ keychain.f.value }}' } }, command(defs, { catalog_id: '400' }), r);
       expect(out.headers).toEqual({ a: 'env-token', b: 'file-key' });
