@@ -345,7 +345,8 @@ class Builder {
     if (o.item !== null) command.iteration = o.item;
     else if (def.retry?.length || def.loop?.pagination) command.iteration = o.chainIndex;
     if (tool.kind === 'playbook') {
-      command.child = { path: String(tool.path ?? ''), payload: isObject(tool.args) ? tool.args : {} };
+      const payload = isObject(tool.args) ? tool.args : isObject(tool.with) ? tool.with : {};
+      command.child = { path: String(tool.path ?? ''), payload };
     }
     const payload: JsonObject = { command: command as unknown as JsonObject, run: run.run, kind: 'call', item: o.item, chain_index: o.chainIndex };
     if (o.startItem) payload.start_item = true;
