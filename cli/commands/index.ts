@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { register as catalog } from './catalog.js';
 import { register as execution } from './execution.js';
 import { register as operator } from './operator.js';
+import { register as playbook } from './playbook.js';
 import { register as run } from './run.js';
 import { register as server } from './server.js';
 import { register as worker } from './worker.js';
@@ -14,6 +15,7 @@ const groups: Array<(program: Command) => void> = [
   execution,
   worker,
   operator,
+  playbook,
 ];
 
 export function registerCommands(program: Command): void {

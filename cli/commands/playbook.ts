@@ -1,0 +1,108 @@
+/**
+ * `playflow playbook …`: offline checks of playbook files with the language module, no server.
+ *
+ *   playflow playbook validate <file...> [--output json] [--strict]
+ *   playflow playbook normalize <file> [--output yaml|json]
+ *
+ * validate prints every error and warning as `<file>: <path>: <severity>: <message>` and exits 1
+ * when any file has errors (or warnings, with --strict), so it can gate CI.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { stringify } from 'yaml';
+import { parsePlaybook, type PlaybookIssue } from '../../playbook/index.js';
+import { CliError, action, printJson, println } from './common.js';
+
+export interface FileReport {
+  file: string;
+  valid: boolean;
+  errors: PlaybookIssue[];
+  warnings: PlaybookIssue[];
+}
+
+interface ValidateOptions {
+  output?: string;
+  strict?: boolean;
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new CliError(`cannot read playbook file '${file}': ${why}`);
+  }
+}
+
+/** Validates each file; an unreadable file is reported like an invalid one so the others still run. */
+export async function validateFiles(files: string[]): Promise<FileReport[]> {
+  const reports: FileReport[] = [];
+  for (const file of files) {
+    let text: string;
+    try {
+      text = await readText(file);
+    } catch (err) {
+      reports.push({ file, valid: false, errors: [{ path: '', message: (err as Error).message, severity: 'error' }], warnings: [] });
+      continue;
+    }
+    const r = parsePlaybook(text);
+    reports.push({ file, valid: r.errors.length === 0, errors: r.errors, warnings: r.warnings });
+  }
+  return reports;
+}
+
+function line(file: string, issue: PlaybookIssue): string {
+  return `${file}: ${issue.path || '(document)'}: ${issue.severity}: ${issue.message}`;
+}
+
+/** Prints the reports and returns the exit code: 1 when any file has errors (or warnings when strict). */
+export function printReports(reports: FileReport[], opts: ValidateOptions, out: (s: string) => void = println): number {
+  const failed = reports.filter((r) => !r.valid || (opts.strict && r.warnings.length > 0));
+  if (opts.output === 'json') {
+    out(JSON.stringify(reports, null, 2));
+  } else {
+    for (const r of reports) {
+      for (const e of r.errors) out(line(r.file, e));
+      for (const w of r.warnings) out(line(r.file, w));
+      out(`${r.file}: ${r.valid ? 'valid' : 'invalid'} (${r.errors.length} error${r.errors.length === 1 ? '' : 's'}, ${r.warnings.length} warning${r.warnings.length === 1 ? '' : 's'})`);
+    }
+    if (reports.length > 1) out(`${reports.length - failed.length} of ${reports.length} files passed`);
+  }
+  return failed.length ? 1 : 0;
+}
+
+function checkOutput(output: string | undefined, allowed: string[]): void {
+  if (output !== undefined && !allowed.includes(output)) throw new CliError(`unknown --output ${JSON.stringify(output)} (${allowed.join(' or ')})`);
+}
+
+export function register(program: Command): void {
+  const playbook = program.command('playbook').description('Playbook files: validate and normalise offline');
+
+  playbook
+    .command('validate <file...>')
+    .description('Check playbook files against the language: schema, removed v1 constructs, step references')
+    .option('-o, --output <format>', 'text or json', 'text')
+    .option('--strict', 'treat warnings (deprecations, unreachable steps) as failures')
+    .action(action(async (files: string[], opts: ValidateOptions) => {
+      checkOutput(opts.output, ['text', 'json']);
+      const code = printReports(await validateFiles(files), opts);
+      if (code) process.exitCode = code;
+    }));
+
+  playbook
+    .command('normalize <file>')
+    .description('Print the normalised v2 form of a playbook (legacy forms rewritten), as the engine sees it')
+    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .action(action(async (file: string, opts: { output?: string }) => {
+      checkOutput(opts.output, ['yaml', 'json']);
+      const r = parsePlaybook(await readText(file));
+      for (const w of r.warnings) process.stderr.write(`${line(file, w)}\n`);
+      if (!r.playbook) {
+        for (const e of r.errors) process.stderr.write(`${line(file, e)}\n`);
+        throw new CliError(`${file}: invalid (${r.errors.length} error${r.errors.length === 1 ? '' : 's'})`);
+      }
+      if (opts.output === 'json') printJson(r.playbook);
+      else process.stdout.write(stringify(r.playbook, { lineWidth: 0 }));
+    }));
+}
