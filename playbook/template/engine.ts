@@ -76,6 +76,33 @@ function makeParser(src: string): any {
       return new nodes.Array(tok.lineno, tok.colno, [node]);
     }
   };
+  // Jinja tests: `x is divisibleby 3` (one argument without parentheses), `x is in [1, 2]`,
+  // `x is none`, `x is sameas false`; multi-argument tests with parentheses.
+  p.parseIs = function parseIs(this: any) {
+    let node = this.parseCompare();
+    if (this.skipSymbol('is')) {
+      const not = this.skipSymbol('not');
+      const tok = this.nextToken();
+      let name: string;
+      if (tok && tok.type === lexer.TOKEN_SYMBOL) name = tok.value;
+      else if (tok && (tok.type === lexer.TOKEN_NONE || tok.type === lexer.TOKEN_BOOLEAN)) name = tok.type === lexer.TOKEN_NONE ? 'none' : String(tok.value);
+      else if (tok && tok.type === lexer.TOKEN_OPERATOR && ['==', '!=', '<', '>', '<=', '>='].includes(tok.value)) name = tok.value;
+      else this.fail(`expected a test name after 'is', got ${tok ? tok.value : 'end of input'}`, tok?.lineno, tok?.colno);
+      let args = new nodes.NodeList(tok.lineno, tok.colno);
+      const next = this.peekToken();
+      if (next && next.type === lexer.TOKEN_LEFT_PAREN) args = this.parseSignature();
+      else if (
+        next &&
+        ([lexer.TOKEN_STRING, lexer.TOKEN_INT, lexer.TOKEN_FLOAT, lexer.TOKEN_BOOLEAN, lexer.TOKEN_NONE, lexer.TOKEN_LEFT_BRACKET, lexer.TOKEN_LEFT_CURLY].includes(next.type) ||
+          (next.type === lexer.TOKEN_SYMBOL && !['and', 'or', 'else', 'if', 'is', 'not', 'in'].includes(next.value)))
+      ) {
+        args.addChild(this.parsePrimary());
+      }
+      node = new nodes.Is(node.lineno, node.colno, node, new nodes.FunCall(tok.lineno, tok.colno, new nodes.Symbol(tok.lineno, tok.colno, name), args));
+      if (not) node = new nodes.Not(node.lineno, node.colno, node);
+    }
+    return node;
+  };
   return p;
 }
 
@@ -183,6 +210,9 @@ Object.assign(rt, {
     if (obj === undefined && path) throw new UndefinedValueError(`'${path}' is undefined, cannot call '${String(key)}()'`, path);
     return callMethod(obj, key, args);
   },
+  test(e: any, name: string, value: unknown, args: unknown[]): boolean {
+    return e.tests[name](value, ...args) === true;
+  },
   inOperator: pyIn,
   slice: pySlice,
   truthy,
@@ -240,6 +270,7 @@ function checkAst(ast: any): void {
     const t = n.typename as string;
     if (REFUSED_NODES.has(t)) throw new TemplateSyntaxError(`'${t.toLowerCase()}' is not allowed in templates`);
     if (t === 'Symbol') checkName(n.value);
+    if (t === 'Literal' && n.value instanceof RegExp) throw new TemplateSyntaxError('regular expression literals are not supported');
     if (t === 'LookupVal' && n.val instanceof nodes.Literal) checkName(n.val.value);
     if (t === 'Filter') checkName(n.name.value);
     // `{'__proto__': x}` would compile to an object literal whose prototype is x.
@@ -311,6 +342,15 @@ function patchCompiler(c: any): void {
   // Python tuples: `(a, b)` is a list (nunjucks would compile a JavaScript comma expression).
   c.compileGroup = (node: any, frame: any) => {
     c._compileAggregate(node, frame, node.children.length === 1 ? '(' : '[', node.children.length === 1 ? ')' : ']');
+  };
+  c.compileIs = (node: any, frame: any) => {
+    const name = String(node.right.name.value);
+    if (!Object.prototype.hasOwnProperty.call(env.tests, name)) throw new TemplateSyntaxError(`unknown test '${name}'`);
+    emit(`runtime.test(env, ${JSON.stringify(name)}, `);
+    c.compile(node.left, frame);
+    emit(', ');
+    c._compileAggregate(node.right.args, frame, '[', ']');
+    emit(')');
   };
   c.compileIn = bin('inOperator');
   c.compileAdd = bin('arith', '+');

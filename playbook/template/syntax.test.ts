@@ -103,6 +103,24 @@ describe('Jinja expression constructs', () => {
     expect(E('n is equalto(3)')).toBe(true);
     expect(E('(1, 2)')).toEqual([1, 2]);
   });
+  it('Jinja test forms: one argument without parentheses, is in, is true/false/none, is not', () => {
+    expect(E('n is divisibleby 3')).toBe(true);
+    expect(E('n is not divisibleby 2')).toBe(true);
+    expect(E('n is in [1, 3]')).toBe(true);
+    expect(E("s is in 'xabcx'")).toBe(true);
+    expect(E('f is sameas false')).toBe(true);
+    expect(E('t is true and nul is none and f is false')).toBe(true);
+    expect(E('n is gt 2 and n is ge 3 and n is lt 4')).toBe(true);
+    expect(E('n is defined and n is number')).toBe(true);
+    expect(E("'y' if n is odd else 'n'")).toBe('y');
+    expect(E("list | select('odd') | list")).toEqual([1, 3]);
+  });
+  it('an unknown test is a syntax error, even in conditions', () => {
+    expect(() => evalCondition('n is nosuchtest', ctx)).toThrow(/unknown test 'nosuchtest'/);
+  });
+  it('regular expression literals (a nunjucks extension) are refused', () => {
+    expect(() => E('r/a+/')).toThrow(/regular expression/);
+  });
   it('Python truthiness in conditions: empty list/dict/string and zero are false', () => {
     expect(evalCondition('empty', ctx)).toBe(false);
     expect(evalCondition('emptyObj', ctx)).toBe(false);
