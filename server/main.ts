@@ -14,6 +14,8 @@ import { createLogger, type Logger } from './logger.js';
 import { enableDefaultMetrics } from './metrics.js';
 import type { ServerDeps } from './services.js';
 import { createServerCore } from './core.js';
+import { cipherFromEnv } from './crypto.js';
+import { createSecretsServices, sweepExpired } from './secrets/index.js';
 
 /** What `createServerCore` gives back; only these members are used here. */
 export interface ServerCoreHandle {
@@ -31,6 +33,8 @@ export interface StartOptions {
   handleSignals?: boolean;
   /** Shutdown deadline, ms (default 30000). */
   shutdownTimeoutMs?: number;
+  /** Development: without PLAYFLOW_ENCRYPTION_KEY use the fixed dev key (never in production). */
+  dev?: boolean;
 }
 
 export interface RunningServer {
@@ -49,7 +53,28 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   enableDefaultMetrics();
   logger.info({ config: describeConfig(config) }, 'starting playflow server');
 
-  const core = await createServerCore(config, { logger });
+  // Fail before touching the database when the encryption key is missing or malformed.
+  const cipher = cipherFromEnv({ ...process.env, PLAYFLOW_ENCRYPTION_KEY: config.encryptionKey }, { dev: opts.dev });
+  let secrets: ReturnType<typeof createSecretsServices> | undefined;
+  const core = await createServerCore({
+    ...config,
+    // Credentials, keychain and vars share the core's pool; their hooks run in the execution
+    // transaction and their expiry runs on the core's sweeper.
+    hooks: (db) => {
+      secrets = createSecretsServices(db, { cipher, logger });
+      return secrets.hooks;
+    },
+    sweeperTasks: (db) => [{ name: 'secrets-expiry', run: () => sweepExpired(db) }],
+  }, { logger });
+  if (secrets) {
+    try {
+      await secrets.verify();
+    } catch (err) {
+      await core.close().catch(() => {});
+      throw err;
+    }
+    Object.assign(core.deps, secrets.deps);
+  }
   let app: FastifyInstance;
   try {
     app = await buildApp(core.deps, {

@@ -152,7 +152,10 @@ describe('server start', () => {
     const db = await createTestDatabase('pfcli');
     const port = 20000 + Math.floor(Math.random() * 20000);
     const child = spawn(process.execPath, [CLI, 'server', 'start', '--port', String(port), '--host', '127.0.0.1'], {
-      env: { ...process.env, DATABASE_URL: db.url, BROKER_URL: 'memory', PLAYFLOW_API_TOKEN: TOKEN, LOG_LEVEL: 'info', PORT: '' },
+      env: {
+        ...process.env, DATABASE_URL: db.url, BROKER_URL: 'memory', PLAYFLOW_API_TOKEN: TOKEN, LOG_LEVEL: 'info', PORT: '',
+        PLAYFLOW_ENCRYPTION_KEY: Buffer.alloc(32, 3).toString('base64'),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -171,6 +174,9 @@ describe('server start', () => {
       expect(reg.code, reg.stderr).toBe(0);
       const run = await cli(['run', 'playbook', 'examples/hello_world', '--server', url, '--token', TOKEN, '-o', 'json']);
       expect(run.code, run.stderr).toBe(0);
+      // The credentials, keychain and vars routes are mounted by server start.
+      const creds = await fetch(`${url}/api/credentials`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(creds.status).toBe(200);
       expect(out).toContain('playflow server listening');
       expect(out).not.toContain(TOKEN);
       child.kill('SIGTERM');
@@ -186,5 +192,11 @@ describe('server start', () => {
     const r = await cli(['server', 'start'], { PORT: 'eighty' });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('PORT');
+  });
+
+  it('no encryption key: exit 1 naming PLAYFLOW_ENCRYPTION_KEY', async () => {
+    const r = await cli(['server', 'start', '--port', '0'], { PLAYFLOW_ENCRYPTION_KEY: '', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('PLAYFLOW_ENCRYPTION_KEY');
   });
 });
