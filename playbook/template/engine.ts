@@ -83,7 +83,7 @@ function makeParser(src: string): any {
     if (this.skipSymbol('is')) {
       const not = this.skipSymbol('not');
       const tok = this.nextToken();
-      let name: string;
+      let name = '';
       if (tok && tok.type === lexer.TOKEN_SYMBOL) name = tok.value;
       else if (tok && (tok.type === lexer.TOKEN_NONE || tok.type === lexer.TOKEN_BOOLEAN)) name = tok.type === lexer.TOKEN_NONE ? 'none' : String(tok.value);
       else if (tok && tok.type === lexer.TOKEN_OPERATOR && ['==', '!=', '<', '>', '<=', '>='].includes(tok.value)) name = tok.value;
