@@ -175,6 +175,43 @@ describe('executions', () => {
     (await core.broker.fetch({ max: 10, expiresMs: 200 })).forEach((m) => m.ack());
   });
 
+  it('many workers claiming one command at once: exactly one wins, the others get 409', async () => {
+    const run = await core.deps.executions.start({ path: 't/chain1' });
+    const [row] = await queueRows(run.execution_id);
+    const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => core.deps.executions.claim(row.queue_id, { worker_id: `racer-${i}` })));
+    const won = results.filter((r) => r.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    for (const r of results) if (r.status === 'rejected') expect((r.reason as AppError).code).toBe('already_claimed');
+    const { events } = await core.deps.executions.events(run.execution_id);
+    expect(events.filter((e) => e.name === 'action_started')).toHaveLength(1);
+    await core.deps.executions.cancel(run.execution_id);
+    (await core.broker.fetch({ max: 10, expiresMs: 200 })).forEach((m) => m.ack());
+  });
+
+  it('a workbook command carries the workbook table; context carries workload and keychain definitions', async () => {
+    await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: wb, path: t/wb }
+workload: { base: 10 }
+keychain:
+  - { name: api_token, kind: env, scope: local, map: { token: API_TOKEN } }
+workflow:
+  - step: task
+    tool: { kind: workbook, name: plus_one, args: { v: "{{ workload.base }}" } }
+workbook:
+  - name: plus_one
+    tool: { kind: python, code: "result = v + 1" }
+`);
+    const run = await core.deps.executions.start({ path: 't/wb' });
+    const c = await nextClaim('w1', undefined, run.execution_id);
+    expect(c.tool).toMatchObject({ kind: 'workbook', name: 'plus_one' });
+    expect(c.workbook).toEqual([expect.objectContaining({ name: 'plus_one', tool: expect.objectContaining({ kind: 'python' }) })]);
+    expect(c.context.workload).toEqual({ base: 10 });
+    expect(c.context.keychain_defs).toEqual([expect.objectContaining({ name: 'api_token', kind: 'env' })]);
+    expect(c).toMatchObject({ path: 't/wb', root_execution_id: run.execution_id, parent_execution_id: null, attempt: 1, iteration: null });
+    await core.deps.executions.cancel(run.execution_id);
+  });
+
   it('a duplicate call.done is counted and not applied', async () => {
     const run = await core.deps.executions.start({ path: 't/chain1' });
     const c = await nextClaim();
