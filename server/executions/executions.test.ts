@@ -333,6 +333,13 @@ workbook:
     await core.deps.executions.start({ path: c.child!.path, payload: c.child!.payload, parent_execution_id: c.execution_id, parent_queue_id: c.queue_id });
     const kids = (await core.deps.executions.list({ path: 't/child', status: 'started' })).filter((e) => e.parent_execution_id === run2.execution_id);
     expect(kids).toHaveLength(1);
+    const held = (await queueRows(run2.execution_id))[0];
+    expect([held.status, held.worker_id]).toEqual(['leased', `execution:${kids[0].execution_id}`]);
+    const leasedBefore = (await core.deps.queue.stats()).leased;
+    await core.db.pool.query(`UPDATE queue SET worker_id = 'w-x' WHERE queue_id = $1`, [held.queue_id]);
+    expect((await core.deps.queue.stats()).leased).toBe(leasedBefore + 1); // a row held by a child uses no worker
+    await core.db.pool.query(`UPDATE queue SET worker_id = $2 WHERE queue_id = $1`, [held.queue_id, held.worker_id]);
+    expect((await core.sweeper.tick()).requeued).toBe(0); // never expires
     await core.deps.executions.cancel(run2.execution_id);
     for (const k of kids) expect((await core.deps.executions.get(k.execution_id))?.status).toBe('cancelled');
     (await core.broker.fetch({ max: 10, expiresMs: 200 })).forEach((m) => m.ack());

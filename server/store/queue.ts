@@ -126,10 +126,14 @@ export async function expiredLeases(q: Queryable, limit: number): Promise<Array<
   return rows;
 }
 
+/**
+ * Depth for autoscaling: `queued` due and waiting, `leased` held by workers (rows held by a child
+ * execution use no worker and are not counted), `delayed` not due yet.
+ */
 export async function stats(q: Queryable): Promise<QueueStats> {
   const { rows } = await q.query<{ queued: string; leased: string; delayed: string; oldest: number | null }>(
     `SELECT count(*) FILTER (WHERE status = 'queued' AND available_at <= now()) AS queued,
-            count(*) FILTER (WHERE status = 'leased') AS leased,
+            count(*) FILTER (WHERE status = 'leased' AND worker_id NOT LIKE 'execution:%') AS leased,
             count(*) FILTER (WHERE status = 'queued' AND available_at > now()) AS delayed,
             EXTRACT(EPOCH FROM now() - min(available_at) FILTER (WHERE status = 'queued' AND available_at <= now()))::float8 AS oldest
        FROM queue WHERE status IN ('queued', 'leased')`);
