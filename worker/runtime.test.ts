@@ -9,6 +9,8 @@ import type { ClaimedCommand, ExecutionView } from '../client/protocol.js';
 import { buildApp } from '../server/app/index.js';
 import { MemoryBroker } from '../server/broker/memory.js';
 import { createServerCore, type ServerCore } from '../server/core.js';
+import { createSecretsServices } from '../server/secrets/index.js';
+import { SecretsClient } from '../client/secrets.js';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
 import { WorkerRuntime, type WorkerClient } from './runtime.js';
 import { json, startHttpServer, type LocalServer } from './testing/helpers.js';
@@ -19,6 +21,7 @@ let app: FastifyInstance;
 let base: string;
 let api: LocalServer;
 let slowHits = 0;
+let tokenCalls = 0;
 
 /** The real client, recording what the worker claimed and which claims were refused. */
 function recordingClient(c: PlayflowClient) {
@@ -66,11 +69,14 @@ beforeAll(async () => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
     if (req.url === '/slow') { slowHits++; setTimeout(() => json(res, 200, { slow: true }), 600); return; }
     if (req.url === '/broken') return json(res, 500, { oops: true });
+    if (req.url === '/token') { tokenCalls++; return json(res, 200, { access_token: 'tok-123', token_type: 'bearer', expires_in: 3600 }); }
+    if (req.url === '/whoami') return json(res, 200, { authorization: req.headers.authorization ?? null });
     json(res, 404, {});
   });
   tdb = await createTestDatabase('pfwrt');
   core = await createServerCore({ databaseUrl: tdb.url, brokerUrl: 'memory', serverUrl: 'http://127.0.0.1', sweeper: false, poolSize: 5 });
-  app = await buildApp(core.deps);
+  const secrets = createSecretsServices(core.db, { dev: true });
+  app = await buildApp({ ...core.deps, ...secrets.deps });
   base = await app.listen({ port: 0, host: '127.0.0.1' });
   await core.start();
   const reg = (yaml: string) => core.deps.catalog.register(yaml);
@@ -128,6 +134,38 @@ workflow:
     next: after
   - step: after
     tool: { kind: python, code: "def main(got):\\n    return len(got)", args: { got: "{{ start }}" } }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: secrets, path: w/secrets }
+workload: { pg: pg_e2e }
+keychain:
+  - name: api_token
+    kind: oauth2
+    scope: global
+    endpoint: "${api.url}/token"
+    data: { grant_type: client_credentials }
+workflow:
+  - step: query
+    tool: { kind: postgres, auth: "{{ workload.pg }}", command: "SELECT current_database() AS db, $1::int + 1 AS n", args: { v: 41 } }
+    next: call
+  - step: call
+    tool:
+      kind: http
+      endpoint: "${api.url}/whoami"
+      headers: { Authorization: "Bearer {{ keychain.api_token.access_token }}" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: nokey, path: w/nokey }
+keychain:
+  - name: gone
+    kind: oauth2
+    scope: local
+    endpoint: "${api.url}/broken"
+workflow:
+  - step: call
+    tool: { kind: http, endpoint: "${api.url}/whoami", headers: { Authorization: "Bearer {{ keychain.gone.access_token }}" } }
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
@@ -238,6 +276,51 @@ describe('worker runtime against the real server', () => {
       expect(children).toHaveLength(2);
       const parentCalls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done' && e.step === 'start');
       for (const e of parentCalls) expect((e.payload as any).meta?.worker_id).not.toBe('w-parent');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('resolves credentials (auth reference) and keychain references through the server; secrets stay out of events', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const u = new URL(tdb.url);
+    await new SecretsClient(c).putCredential({
+      name: 'pg_e2e', type: 'postgres',
+      data: { db_host: u.hostname, db_port: Number(u.port || 5432), db_user: decodeURIComponent(u.username), db_password: decodeURIComponent(u.password) || 'unused-secret', db_name: tdb.name },
+    });
+    const rt = new WorkerRuntime({ broker: core.broker, client: c, workerId: 'w-sec', python: false });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/secrets', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status, JSON.stringify(done.error)).toBe('completed');
+      const events = (await c.getEvents(run.execution_id)).events;
+      const calls = events.filter((e) => e.name === 'call.done');
+      expect((calls[0].payload as any).response.rows).toEqual([{ db: tdb.name, n: 42 }]);
+      expect((calls[1].payload as any).response.data).toEqual({ authorization: 'Bearer tok-123' });
+      expect(tokenCalls).toBe(1);
+      // The command the server stored and handed out kept the reference, not the token.
+      const issued = JSON.stringify(events.filter((e) => e.name === 'command_issued'));
+      expect(issued).toContain('keychain.api_token.access_token');
+      expect(issued).not.toContain('tok-123');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a keychain failure is the call\'s error (call.done), not a redelivery', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const rec = recordingClient(c);
+    const rt = new WorkerRuntime({ broker: core.broker, client: rec.client, workerId: 'w-nokey', python: false });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/nokey', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status).toBe('failed');
+      const calls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done');
+      expect(calls).toHaveLength(1);
+      expect((calls[0].payload as any).error.message).toMatch(/KEYCHAIN|gone/);
+      expect(rec.claimed.filter((x) => x.execution_id === run.execution_id)).toHaveLength(1);
     } finally {
       await rt.stop();
     }

@@ -29,10 +29,12 @@ import { performance } from 'node:perf_hooks';
 import { ApiError, type PlayflowClient } from '../client/http.js';
 import type { ClaimedCommand, CommandNotification, WorkerEvent } from '../client/protocol.js';
 import { SecretsClient } from '../client/secrets.js';
+import { createAuthResolver } from './auth.js';
+import { createKeychainPreparer } from './keychain.js';
 import type { Json, JsonObject, Tool } from '../playbook/types.js';
 import type { Broker, BrokerMessage, ConsumerHandle } from '../server/broker/types.js';
 import { createWorkerMetrics, startSideServer, type SideServer, type WorkerMetrics } from './metrics.js';
-import { runTool, WorkerFault, type ResolveAuth, type ToolContext, type ToolLogger, type ToolOutcome } from './tools/index.js';
+import { fail, runTool, ToolConfigError, WorkerFault, type ResolveAuth, type ToolContext, type ToolLogger, type ToolOutcome } from './tools/index.js';
 import { closePostgresPools } from './tools/postgres.js';
 import { closePythonPool, configurePython, pythonPool } from './tools/python.js';
 import { configureFile } from './tools/file.js';
@@ -71,10 +73,11 @@ export interface WorkerRuntimeOptions {
   /** Python pool: size and recycling; `false` = do not pre-spawn. */
   python?: { size?: number; maxCallsPerProcess?: number } | false;
   fileRoot?: string;
-  /** Builds the auth resolver for one command. Default: GET /api/credential/{name} through the client. */
+  /** Builds the auth resolver for one command. Default: worker/auth.ts through the client (GET /api/credential/{name}). */
   resolveAuthFor?: (cmd: ClaimedCommand) => ResolveAuth;
-  /** Finishes a tool config before it runs (secret references such as `{{ keychain.x.y }}`). Default: as is. */
-  prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
+  /** Finishes a tool config before it runs (secret references such as `{{ keychain.x.y }}`).
+   *  Default: the keychain module (worker/keychain.ts) through the client; `null` = leave as is. */
+  prepareTool?: ((cmd: ClaimedCommand, tool: Tool) => Promise<Tool>) | null;
   logger?: RuntimeLogger;
   metrics?: WorkerMetrics;
   /** Largest `meta.log` sent with call.done (characters). Default 65536. */
@@ -93,18 +96,24 @@ const NAK_BASE_MS = 1000;
 const NAK_MAX_MS = 10_000;
 const SHUTDOWN_NAK_DELAY_MS = 2000;
 
-/** Resolves credential names through the server's worker read path. Network faults and 5xx are WorkerFaults. */
+/**
+ * Auth resolution for one command: the credentials module's resolver (worker/auth.ts, GET
+ * /api/credential/{name}, cached for the command) behind a guard that turns a server fault
+ * (unreachable, 5xx) into a WorkerFault — the message is redelivered — and a 404 into a plain
+ * "not found" error (the call fails).
+ */
 export function serverResolveAuth(client: WorkerClient): ResolveAuth {
-  if (!client.request) return async () => { throw new Error('this client cannot read credentials'); };
-  const secrets = new SecretsClient(client as Required<Pick<PlayflowClient, 'request'>>);
+  if (!client.request) return async () => { throw new Error('this worker has no credential access'); };
+  return guardResolveAuth(createAuthResolver(new SecretsClient(client as Required<Pick<PlayflowClient, 'request'>>)));
+}
+
+export function guardResolveAuth(inner: ResolveAuth): ResolveAuth {
   return async (auth: Json) => {
-    const name = typeof auth === 'string' ? auth : isObject(auth) && typeof auth.credential === 'string' ? auth.credential : undefined;
-    if (!name) throw new Error('auth reference has no credential name');
     try {
-      const c = await secrets.readCredential(name);
-      return { credential_key: c.credential_key, credential_type: c.credential_type, data: c.data } as JsonObject;
+      return await inner(auth);
     } catch (err) {
-      if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) throw new WorkerFault(`cannot read credential '${name}': ${err.message}`, { cause: err });
+      const name = typeof auth === 'string' ? auth : isObject(auth) ? String(auth.credential ?? auth.key ?? auth.name ?? '') : '';
+      if (err instanceof ApiError && isTransient(err)) throw new WorkerFault(`cannot read credential '${name}': ${err.message}`, { cause: err });
       if (err instanceof ApiError && err.status === 404) throw new Error(`credential '${name}' not found`, { cause: err });
       throw err;
     }
@@ -130,9 +139,19 @@ export class WorkerRuntime {
   private inFlight = new Set<InFlight>();
   private started = false;
   private stopping: Promise<void> | null = null;
+  private readonly prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
 
   constructor(opts: WorkerRuntimeOptions) {
     this.o = opts;
+    // Keychain references: the option, else the keychain module through the server (when the client can reach it).
+    this.prepareTool = opts.prepareTool === null
+      ? undefined
+      : opts.prepareTool ?? (opts.client.request
+        ? createKeychainPreparer({
+          client: new SecretsClient(opts.client as Required<Pick<PlayflowClient, 'request'>>),
+          logger: { info: (m, f) => this.log.info({ ...f }, m), warn: (m, f) => this.log.warn({ ...f }, m) },
+        })
+        : undefined);
     this.workerId = opts.workerId ?? `${hostname()}-${process.pid}`;
     this.metrics = opts.metrics ?? createWorkerMetrics();
     this.log = opts.logger ?? silent;
@@ -317,18 +336,42 @@ export class WorkerRuntime {
     await this.report(f, cmd, outcome, durationMs);
   }
 
+  /**
+   * Secret references first (keychain), then the tool. A keychain failure (KeychainError, or any
+   * other refusal) is the call's error outcome; a server fault (unreachable, 5xx) is a WorkerFault.
+   */
+  private async prepare(cmd: ClaimedCommand, tool: Tool): Promise<Tool | ToolOutcome> {
+    if (!this.prepareTool) return tool;
+    try {
+      return await this.prepareTool(cmd, tool);
+    } catch (err) {
+      if (err instanceof WorkerFault) throw err;
+      if (err instanceof ApiError && isTransient(err)) throw new WorkerFault(`secret resolution failed: ${err.message}`, { cause: err });
+      const code = typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : 'bad_config';
+      return fail((err as Error)?.message ?? String(err), { code });
+    }
+  }
+
   private async runCommand(cmd: ClaimedCommand, signal: AbortSignal): Promise<ToolOutcome> {
-    const tool = this.o.prepareTool ? await this.o.prepareTool(cmd, cmd.tool) : cmd.tool;
+    const prepared = await this.prepare(cmd, cmd.tool);
+    if (!('kind' in prepared)) return prepared;
+    const tool = prepared as Tool;
     const ctx: ToolContext = {
       args: cmd.args ?? {},
       execution_id: String(cmd.execution_id),
       step: cmd.step,
-      resolveAuth: this.o.resolveAuthFor ? this.o.resolveAuthFor(cmd) : serverResolveAuth(this.o.client),
+      resolveAuth: this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client),
       workbook: cmd.workbook,
       template: { ...(cmd.context ?? {}), execution_id: cmd.execution_id } as unknown as JsonObject,
       signal,
       logger: this.toolLogger(cmd),
-      prepareTool: this.o.prepareTool ? (t) => this.o.prepareTool!(cmd, t) : undefined,
+      prepareTool: this.prepareTool
+        ? async (t) => {
+          const p = await this.prepare(cmd, t);
+          if (!('kind' in p)) throw new ToolConfigError((p as { error: { message: string } }).error.message);
+          return p as Tool;
+        }
+        : undefined,
     };
     return runTool(tool, ctx);
   }
