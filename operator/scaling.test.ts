@@ -32,4 +32,12 @@ describe('WorkerPool scaling', () => {
     expect(u.recommend('q', 100, 5, 9, 1000, 0)).toBe(5); // 5 was recommended within the up window
     expect(u.recommend('q', 1200, 5, 9, 1000, 0)).toBe(9);
   });
+
+  it('an outage (hold) restarts the scale-down window', () => {
+    const s = new Stabilizer();
+    s.recommend('p', 0, 1, 10, 0, 1000);
+    s.hold('p', 900, 10);
+    expect(s.recommend('p', 1500, 10, 1, 0, 1000)).toBe(10);
+    expect(s.recommend('p', 1950, 10, 1, 0, 1000)).toBe(1);
+  });
 });

@@ -55,6 +55,17 @@ export class Stabilizer {
     return result;
   }
 
+  /**
+   * Records a count that was kept without a queue reading (stats unavailable): the scale-down
+   * window restarts, so an outage never counts as a quiet period.
+   */
+  hold(key: string, now: number, replicas: number): void {
+    if (!this.firstSeen.has(key)) this.firstSeen.set(key, now);
+    const list = this.recs.get(key) ?? [];
+    list.push({ at: now, replicas });
+    this.recs.set(key, list);
+  }
+
   forget(key: string): void {
     this.recs.delete(key);
     this.firstSeen.delete(key);

@@ -91,6 +91,7 @@ export function workerPoolReconciler(
         ctx.metrics.serverErrors.inc({ controller: CONTROLLER });
         const fallback = spec.fallbackReplicas;
         desired = fallback !== undefined && fallback !== null ? clamp(fallback, min, max) : current;
+        stabilizer.hold(key, Date.now(), desired);
         const message = `cannot read queue stats: ${(err as Error).message}; ${fallback !== undefined && fallback !== null ? `using fallbackReplicas ${desired}` : `keeping ${current} replicas`}`;
         cond({ type: 'Ready', status: 'False', reason: 'ServerUnavailable', message });
         await ctx.events.record(obj, 'Warning', 'QueueReadFailed', message);
