@@ -65,7 +65,7 @@ export async function catalogRoutes(app: FastifyInstance, { deps }: AppContext) 
       params: pathParam,
       querystring: {
         type: 'object',
-        properties: { version: { type: 'integer', minimum: 1, description: 'a specific version' } },
+        properties: { version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'a specific version' } },
       },
       response: { 200: ref('CatalogEntry'), ...errors(400, 404) },
     }),

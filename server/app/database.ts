@@ -31,7 +31,7 @@ export async function databaseRoutes(app: FastifyInstance, { deps, options }: Ap
         type: 'object',
         required: ['query'],
         properties: {
-          query: { type: 'string', minLength: 1, description: 'SQL; several statements allowed, the last one gives the rows' },
+          query: { type: 'string', minLength: 1, description: 'SQL; several statements allowed, the last one returning rows gives the result' },
           schema: { type: 'string', minLength: 1, maxLength: 63, description: 'search_path for the transaction' },
         },
       },
@@ -63,8 +63,10 @@ export async function databaseRoutes(app: FastifyInstance, { deps, options }: Ap
         throw sqlError(err);
       }
       await client.query('COMMIT');
-      const last = Array.isArray(res) ? res[res.length - 1] : res;
-      return { status: 'ok', result: last?.rows ?? [] };
+      // Several statements: the rows of the last one that returns rows (e.g. `…; SELECT …; COMMIT`).
+      const results = Array.isArray(res) ? res : [res];
+      const withRows = [...results].reverse().find((r) => Array.isArray(r.fields) && r.fields.length > 0);
+      return { status: 'ok', result: withRows?.rows ?? [] };
     } catch (err) {
       if (!(err instanceof AppError)) {
         await client.query('ROLLBACK').catch(() => (broken = true));

@@ -62,7 +62,7 @@ export async function eventRoutes(app: FastifyInstance, { deps }: AppContext) {
       querystring: {
         type: 'object',
         properties: {
-          after: { type: 'integer', minimum: 0, description: 'last seq already seen' },
+          after: { type: 'integer', minimum: 0, maximum: 2147483647, description: 'last seq already seen' },
           limit: limitQuery(500, 5000),
         },
       },

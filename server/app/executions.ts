@@ -27,7 +27,7 @@ export const runBodySchema = {
   properties: {
     path: { type: 'string', minLength: 1, description: 'catalog path of the playbook' },
     payload: { ...jsonObject, description: 'input of the execution (an object); default {}' },
-    version: { type: 'integer', minimum: 1, description: 'catalog version; default the latest' },
+    version: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'catalog version; default the latest' },
     parent_execution_id: { ...idInput, description: 'set by a worker running a playbook tool' },
     parent_queue_id: { ...idInput, description: "the parent's command (queue_id) a child execution answers" },
   },

@@ -28,7 +28,7 @@ import { queueRoutes } from './queue.js';
 import { runtimeRoutes } from './runtime.js';
 import { sharedSchemas } from './schemas.js';
 import {
-  errorHandler, installAuth, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
+  errorHandler, frameworkErrors, installAuth, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
 } from './support.js';
 
 export type { AppContext, AppOptions, AppPlugin } from './context.js';
@@ -82,6 +82,7 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
+    frameworkErrors,
     ajv: { customOptions: { strict: false } },
   });
 

@@ -34,7 +34,7 @@ export const idParam = {
 
 export const limitQuery = (dflt: number, max: number) =>
   ({ type: 'integer', minimum: 1, maximum: max, default: dflt, description: `page size, default ${dflt}, at most ${max}` }) as const;
-export const offsetQuery = { type: 'integer', minimum: 0, default: 0, description: 'rows to skip' } as const;
+export const offsetQuery = { type: 'integer', minimum: 0, maximum: 2147483647, default: 0, description: 'rows to skip' } as const;
 
 export const EXECUTION_STATUSES = ['started', 'running', 'completed', 'failed', 'cancelled'] as const;
 

@@ -115,6 +115,13 @@ export function errorHandler(this: FastifyInstance, err: FastifyError | AppError
   return sendError(reply, 500, 'internal_error', 'internal server error; see the server log', { request_id: req.id });
 }
 
+/** Errors fastify raises before routing (e.g. a malformed percent-encoding in the URL). */
+export function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply) {
+  const known = err.code ? FASTIFY_CODES[err.code] : undefined;
+  const status = known?.[0] ?? (typeof err.statusCode === 'number' && err.statusCode < 500 ? err.statusCode : 400);
+  return sendError(reply, status, known?.[1] ?? 'bad_request', err.message);
+}
+
 export function notFoundHandler(req: FastifyRequest, reply: FastifyReply) {
   return sendError(reply, 404, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`);
 }
@@ -140,8 +147,10 @@ export function installJsonParser(app: FastifyInstance) {
           JSON.parse(text);
         } catch (syntax) {
           detail = (syntax as Error).message;
+          return done(new AppError(400, 'invalid_json', `request body is not valid JSON: ${detail}`), undefined);
         }
-        return done(new AppError(400, 'invalid_json', `request body is not valid JSON: ${detail}`), undefined);
+        // Valid JSON that the prototype-poisoning guard refused.
+        return done(new AppError(400, 'invalid_json', 'request body rejected: "__proto__" and "constructor.prototype" keys are not allowed'), undefined);
       }
       return done(new AppError(400, 'invalid_json', `request body rejected: ${detail}`), undefined);
     });
@@ -204,12 +213,17 @@ export function routeSchema(tag: string, summary: string, schema: FastifySchema 
   return { tags: [tag], summary, ...schema } as FastifySchema;
 }
 
+const INT64_MAX = 2n ** 63n - 1n;
+
 /** `"12"` or `12` → `"12"`; anything else (should not pass validation) → 400. */
 export function toId(v: unknown, field: string): string {
   if (typeof v === 'number' && Number.isInteger(v) && v >= 0) {
     if (!Number.isSafeInteger(v)) throw badRequest(`field '${field}': ids above 2^53 lose precision as JSON numbers; send them as decimal strings`);
     return String(v);
   }
-  if (typeof v === 'string' && /^[0-9]{1,19}$/.test(v)) return v.replace(/^0+(?=\d)/, '');
+  if (typeof v === 'string' && /^[0-9]{1,19}$/.test(v)) {
+    if (BigInt(v) > INT64_MAX) throw badRequest(`field '${field}' is out of range for an int64 id`);
+    return v.replace(/^0+(?=\d)/, '');
+  }
   throw badRequest(`field '${field}' must be an id: a decimal string or a non-negative integer`);
 }

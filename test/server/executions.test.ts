@@ -111,6 +111,8 @@ describe('GET /api/execution/{id}', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error).toMatchObject({ code: 'bad_request', details: [{ location: 'params', field: 'id', message: 'must be a decimal integer id' }] });
     expect((await s.call('GET', '/api/execution/9007199254740993')).statusCode).toBe(404);
+    expect((await s.call('GET', '/api/execution/9999999999999999999')).statusCode).toBe(400);
+    expect((await s.call('GET', '/api/execution/123456789012345678901')).statusCode).toBe(400);
   });
 });
 

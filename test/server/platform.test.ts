@@ -135,6 +135,12 @@ describe('POST /api/postgres/execute', () => {
     expect(check.json().result).toEqual([{ t: null }]);
   });
 
+  it('several statements: the rows of the last one returning rows', async () => {
+    const r = await s.call('POST', '/api/postgres/execute', { query: 'CREATE TEMP TABLE t (x int); INSERT INTO t VALUES (1), (2); SELECT sum(x)::int AS s FROM t; COMMIT' });
+    expect(r.statusCode).toBe(200);
+    expect(r.json().result).toEqual([{ s: 3 }]);
+  });
+
   it('missing query: 400; without the token: 401', async () => {
     const r = await s.call('POST', '/api/postgres/execute', { schema: 'x' });
     expect(r.statusCode).toBe(400);
@@ -193,6 +199,15 @@ describe('error envelope', () => {
     expect(r.headers['x-request-id']).toBeTruthy();
     const mine = await s.call('GET', '/health', undefined, { 'x-request-id': 'abc-1' });
     expect(mine.headers['x-request-id']).toBe('abc-1');
+  });
+
+  it('a malformed URL and a prototype-poisoning body are 400 in the envelope', async () => {
+    const url = await s.call('GET', '/api/catalog/playbook/%');
+    expect(url.statusCode).toBe(400);
+    expect(url.json().error.code).toBe('bad_request');
+    const proto = await s.call('POST', '/api/catalog/playbook', '{"content": "x", "__proto__": {"polluted": true}}');
+    expect(proto.statusCode).toBe(400);
+    expect(proto.json().error).toMatchObject({ code: 'invalid_json', message: expect.stringContaining('__proto__') });
   });
 
   it('a real fault (database gone) is 500 internal_error without leaking internals; /health says degraded (503)', async () => {
