@@ -36,6 +36,9 @@ const Slice = nodes.Node.extend('Slice', {
   },
 });
 
+/** `{% for x in d %}` over a dict iterates its keys, as in Jinja (wraps the loop's collection). */
+const IterKeys = nodes.Node.extend('IterKeys', { fields: ['target'] });
+
 function makeParser(src: string): any {
   const p = new parser.Parser(lexer.lex(src, env.opts));
   p.extensions = [];
@@ -126,7 +129,22 @@ const env: any = new nunjucks.Environment(null, { autoescape: false, throwOnUnde
   const g = env.globals as Record<string, unknown>;
   // Globals are functions: callable, with no readable members (sandbox). range is bounded
   // (MAX_ITEMS); lipsum is dropped: templates must be deterministic.
-  env.globals = Object.assign(Object.create(null), { range: pyRange, cycler: g.cycler, joiner: g.joiner });
+  env.globals = Object.assign(Object.create(null), { range: pyRange, cycler: g.cycler, joiner: g.joiner, dict: kwDict, namespace: kwDict });
+}
+
+/** Jinja's `dict(a=1, b=2)` (and `namespace(...)`, read-only here): keyword arguments as a dict. */
+function kwDict(...args: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const a of args) {
+    if (a && typeof a === 'object' && !Array.isArray(a)) {
+      for (const k of Object.keys(a)) {
+        if (k === '__keywords') continue;
+        checkName(k);
+        out[k] = (a as Record<string, unknown>)[k];
+      }
+    }
+  }
+  return out;
 }
 
 /** Extra filters may be added by the application (names are checked by the sandbox). */
@@ -212,6 +230,9 @@ Object.assign(rt, {
   },
   test(e: any, name: string, value: unknown, args: unknown[]): boolean {
     return e.tests[name](value, ...args) === true;
+  },
+  iterKeys(v: unknown): unknown {
+    return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Map) && !(v instanceof Set) ? Object.keys(v) : v;
   },
   inOperator: pyIn,
   slice: pySlice,
@@ -308,7 +329,17 @@ function patchCompiler(c: any): void {
   };
   const origAssert = c.assertType;
   c.assertType = (node: any, ...types: any[]) => {
-    if (!(node instanceof Slice)) origAssert.call(c, node, ...types);
+    if (!(node instanceof Slice) && !(node instanceof IterKeys)) origAssert.call(c, node, ...types);
+  };
+  c.compileIterKeys = (node: any, frame: any) => {
+    emit('runtime.iterKeys(');
+    c._compileExpression(node.target, frame);
+    emit(')');
+  };
+  const origFor = c.compileFor;
+  c.compileFor = (node: any, frame: any) => {
+    if (!(node.name instanceof nodes.Array) && !(node.arr instanceof IterKeys)) node.arr = new IterKeys(node.arr.lineno, node.arr.colno, node.arr);
+    origFor.call(c, node, frame);
   };
   c.compileLookupVal = (node: any, frame: any) => {
     if (node.val instanceof Slice) {

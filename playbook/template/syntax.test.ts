@@ -153,6 +153,15 @@ describe('Jinja expression constructs', () => {
     expect(renderString('{% macro tag(x) %}<{{ x }}>{% endmacro %}{{ tag(s) }}', ctx)).toBe('<abc>');
     expect(renderString('{% for x in empty %}{{ x }}{% else %}none{% endfor %}', ctx)).toBe('none');
   });
+  it('for over a dict iterates its keys (Jinja); two targets iterate pairs (nunjucks)', () => {
+    expect(renderString('{% for k in obj %}{{ k }};{% endfor %}', ctx)).toBe('a;k;');
+    expect(renderString('{% for k, v in obj %}{{ k }}={{ v }};{% endfor %}', ctx)).toBe('a=1;k=v;');
+    expect(renderString('{% for x in list %}{{ x }}{% endfor %}', ctx)).toBe('123');
+  });
+  it('dict() and namespace() build dicts from keyword arguments', () => {
+    expect(E("dict(a=1, b='x')")).toEqual({ a: 1, b: 'x' });
+    expect(E('namespace(total=0).total')).toBe(0);
+  });
   it('for over dict items with two targets and loop variables', () => {
     expect(renderString('{% for k, v in obj.items() %}{{ loop.index }}:{{ k }}={{ v }} {% endfor %}', ctx)).toBe('1:a=1 2:k=v ');
   });
