@@ -4,6 +4,7 @@ import { register as execution } from './execution.js';
 import { register as operator } from './operator.js';
 import { register as playbook } from './playbook.js';
 import { register as run } from './run.js';
+import { register as credentials } from './secrets.js';
 import { register as server } from './server.js';
 import { register as worker } from './worker.js';
 
@@ -16,6 +17,7 @@ const groups: Array<(program: Command) => void> = [
   worker,
   operator,
   playbook,
+  credentials,
 ];
 
 export function registerCommands(program: Command): void {

@@ -1,0 +1,110 @@
+/**
+ * `playflow credentials …`: maintenance of encrypted credential storage (runs against the
+ * database directly, like the server; needs DATABASE_URL and the keys).
+ *
+ *   playflow credentials rotate-key [--batch-size N] [--database-url URL] [-o json]
+ *       Re-encrypts every credential, keychain and authentication-cache row under the current
+ *       PLAYFLOW_ENCRYPTION_KEY. Put the old key in PLAYFLOW_ENCRYPTION_KEY_PREVIOUS (comma-
+ *       separated for several); servers keep reading old rows during the rotation; afterwards the
+ *       previous key can be removed.
+ *   playflow credentials verify-key [--database-url URL] [-o json]
+ *       Checks that the configured keys decrypt every stored row's key id (what the server checks
+ *       at start).
+ *
+ * Rotation procedure: 1) set the new key as PLAYFLOW_ENCRYPTION_KEY and the old one as
+ * PLAYFLOW_ENCRYPTION_KEY_PREVIOUS on every server and restart them; 2) run rotate-key;
+ * 3) drop PLAYFLOW_ENCRYPTION_KEY_PREVIOUS.
+ */
+import type { Command } from 'commander';
+import { createDb } from '../../server/db.js';
+import { cipherFromEnv, reencryptAll, verifyKey, EncryptionKeyError, ENCRYPTED_TABLES, type ReencryptResult } from '../../server/crypto.js';
+import { action, CliError, printJson, println } from './common.js';
+
+export interface RotateOptions {
+  databaseUrl: string;
+  env?: Record<string, string | undefined>;
+  batchSize?: number;
+  onBatch?: (table: string, count: number) => void;
+}
+
+/** Verifies the keys, then re-encrypts; the library part of the command (tests call it). */
+export async function rotateKey(o: RotateOptions): Promise<ReencryptResult & { previous_key_ids: string[] }> {
+  const cipher = cipherFromEnv(o.env ?? process.env);
+  const db = createDb(o.databaseUrl, { max: 2, applicationName: 'playflow-rotate-key' });
+  try {
+    await verifyKey(db.pool, cipher);
+    const result = await reencryptAll(db.pool, cipher, { batchSize: o.batchSize, onBatch: o.onBatch });
+    return { ...result, previous_key_ids: cipher.keyIds.filter((k) => k !== cipher.current.id) };
+  } finally {
+    await db.close();
+  }
+}
+
+export async function keyStatus(databaseUrl: string, env: Record<string, string | undefined> = process.env): Promise<{ key_id: string; rows: Record<string, Record<string, number>> }> {
+  const cipher = cipherFromEnv(env);
+  const db = createDb(databaseUrl, { max: 1, applicationName: 'playflow-verify-key' });
+  try {
+    await verifyKey(db.pool, cipher);
+    const rows: Record<string, Record<string, number>> = {};
+    for (const { table } of ENCRYPTED_TABLES) {
+      const r = await db.pool.query<{ key_id: string; n: string }>(`SELECT key_id, count(*)::text AS n FROM ${table} GROUP BY key_id ORDER BY key_id`);
+      rows[table] = Object.fromEntries(r.rows.map((x) => [x.key_id, Number(x.n)]));
+    }
+    return { key_id: cipher.current.id, rows };
+  } finally {
+    await db.close();
+  }
+}
+
+function databaseUrl(opts: { databaseUrl?: string }): string {
+  const url = opts.databaseUrl || process.env.DATABASE_URL;
+  if (!url) throw new CliError('no database: set DATABASE_URL or pass --database-url');
+  return url;
+}
+
+function wrapKeyErrors<A extends unknown[]>(fn: (...a: A) => Promise<void>) {
+  return async (...a: A) => {
+    try {
+      await fn(...a);
+    } catch (err) {
+      if (err instanceof EncryptionKeyError) throw new CliError(err.message);
+      throw err;
+    }
+  };
+}
+
+export function register(program: Command): void {
+  const creds = program.command('credentials').description('Encrypted credential storage: key verification and rotation');
+
+  creds.command('rotate-key')
+    .description('Re-encrypt every credential and keychain row under PLAYFLOW_ENCRYPTION_KEY (old key in PLAYFLOW_ENCRYPTION_KEY_PREVIOUS)')
+    .option('--database-url <url>', 'PostgreSQL URL (env DATABASE_URL)')
+    .option('--batch-size <n>', 'rows per transaction', (v) => Number.parseInt(v, 10), 100)
+    .option('-o, --output <format>', 'text or json', 'text')
+    .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; batchSize: number; output?: string }) => {
+      if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new CliError('--batch-size must be a positive integer');
+      const json = opts.output === 'json';
+      const res = await rotateKey({
+        databaseUrl: databaseUrl(opts),
+        batchSize: opts.batchSize,
+        onBatch: json ? undefined : (table, n) => println(`  ${table}: ${n} rows re-encrypted`),
+      });
+      if (json) return printJson(res);
+      println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
+      if (res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
+    })));
+
+  creds.command('verify-key')
+    .description('Check that the configured keys decrypt the stored credentials')
+    .option('--database-url <url>', 'PostgreSQL URL (env DATABASE_URL)')
+    .option('-o, --output <format>', 'text or json', 'text')
+    .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; output?: string }) => {
+      const res = await keyStatus(databaseUrl(opts));
+      if (opts.output === 'json') return printJson(res);
+      println(`ok: current key ${res.key_id}`);
+      for (const [table, byKey] of Object.entries(res.rows)) {
+        const parts = Object.entries(byKey).map(([k, n]) => `${k}${k === res.key_id ? ' (current)' : ''}: ${n}`);
+        println(`  ${table}: ${parts.length ? parts.join(', ') : 'no rows'}`);
+      }
+    })));
+}
