@@ -83,6 +83,54 @@ describe('outbox and sweeper', () => {
     }
   });
 
+  it('JetStream end to end: workers on broker.consume() drive an async loop and a chain to completion', async () => {
+    const jsNames = uniqueBrokerNames('E2E');
+    const core = await testCore(tdb.url, { brokerUrl: BROKER_URL, brokerSettings: jsNames, serverName: 'js' });
+    try {
+      await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: js, path: o/js }
+workflow:
+  - step: fan
+    loop: { in: [1, 2, 3, 4, 5, 6, 7, 8], iterator: n, mode: async }
+    tool: { kind: python, code: "result = n * n", args: { n: "{{ n }}" } }
+    next: [{ step: total, args: { squares: "{{ fan }}" } }]
+  - step: total
+    tool: { kind: python, code: "result = 0", args: { squares: "{{ args.squares }}" } }
+`);
+      const run = await core.deps.executions.start({ path: 'o/js' });
+      const seen: string[] = [];
+      const handle = core.broker.consume(async (m) => {
+        let c;
+        try {
+          c = await core.deps.executions.claim(m.data.queue_id, { worker_id: 'consumer' });
+        } catch {
+          return; // 409/410: acked by the loop
+        }
+        seen.push(`${c.step}:${c.iteration ?? '-'}`);
+        m.working();
+        const args = c.tool.args as JsonObject;
+        const response = c.step === 'fan' ? { sq: (args.n as number) ** 2 } : { sum: (args.squares as JsonObject[]).reduce((t, x) => t + (x.sq as number), 0) };
+        await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response } }]);
+        m.ack();
+      }, { concurrency: 4 });
+      const deadline = Date.now() + 20_000;
+      while (!(await terminal(core, run.execution_id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await handle.stop();
+      const rec = (await core.deps.executions.get(run.execution_id))!;
+      expect(rec.status).toBe('completed');
+      expect(rec.result).toEqual({ sum: 204 });
+      expect(seen.filter((s) => s.startsWith('fan:')).sort()).toEqual(['fan:0', 'fan:1', 'fan:2', 'fan:3', 'fan:4', 'fan:5', 'fan:6', 'fan:7']);
+      expect(seen.filter((s) => s.startsWith('total:'))).toHaveLength(1);
+    } finally {
+      await core.stop();
+      const nc = await connect({ servers: BROKER_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(jsNames.stream).catch(() => {});
+      await nc.close();
+    }
+  });
+
   it('a delayed command is published by the sweeper only when due', async () => {
     const core = await testCore(tdb.url, { serverName: 'delay' });
     try {
