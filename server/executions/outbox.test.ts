@@ -110,7 +110,7 @@ workflow:
         seen.push(`${c.step}:${c.iteration ?? '-'}`);
         m.working();
         const args = c.tool.args as JsonObject;
-        const response = c.step === 'fan' ? { sq: (args.n as number) ** 2 } : { sum: (args.squares as JsonObject[]).reduce((t, x) => t + (x.sq as number), 0) };
+        const response: JsonObject = c.step === 'fan' ? { sq: (args.n as number) ** 2 } : { sum: (args.squares as JsonObject[]).reduce((t, x) => t + (x.sq as number), 0) };
         await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response } }]);
         m.ack();
       }, { concurrency: 4 });
