@@ -52,8 +52,9 @@ export async function insert(q: Queryable, e: {
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;
 }): Promise<ExecutionRow> {
   const { rows } = await q.query<ExecutionRow>(
-    `INSERT INTO execution (catalog_id, path, version, payload, parent_execution_id, parent_command_id, parent_queue_id, root_execution_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::bigint, currval(pg_get_serial_sequence('execution', 'execution_id'))))
+    `WITH id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v)
+     INSERT INTO execution (execution_id, catalog_id, path, version, payload, parent_execution_id, parent_command_id, parent_queue_id, root_execution_id)
+     SELECT id.v, $1, $2, $3, $4, $5, $6, $7, COALESCE($8::bigint, id.v) FROM id
      RETURNING *`,
     [e.catalog_id, e.path, e.version, JSON.stringify(e.payload), e.parent_execution_id, e.parent_command_id, e.parent_queue_id, e.root_execution_id]);
   return rows[0];
