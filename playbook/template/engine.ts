@@ -36,8 +36,23 @@ const Slice = nodes.Node.extend('Slice', {
   },
 });
 
-/** `{% for x in d %}` over a dict iterates its keys, as in Jinja (wraps the loop's collection). */
+/**
+ * Wraps the collection of every `{% for %}`: charges the loop budget and, for a single loop
+ * variable, turns a dict into its keys (Jinja; nunjucks would iterate nothing). Two loop
+ * variables over a dict keep nunjucks' key/value pairs.
+ */
 const IterKeys = nodes.Node.extend('IterKeys', { fields: ['target'] });
+const IterPairs = nodes.Node.extend('IterPairs', { fields: ['target'] });
+
+/** Loop iterations one render may perform in total (nested loops multiply): CPU protection. */
+export const MAX_LOOP_ITEMS = 1_000_000;
+let loopBudget = MAX_LOOP_ITEMS;
+
+function chargeLoop(v: unknown): void {
+  const n = Array.isArray(v) || typeof v === 'string' ? v.length : v && typeof v === 'object' ? Object.keys(v).length : 0;
+  loopBudget -= n;
+  if (loopBudget < 0) throw new UndefinedValueError(`template loops exceed ${MAX_LOOP_ITEMS} iterations`);
+}
 
 function makeParser(src: string): any {
   const p = new parser.Parser(lexer.lex(src, env.opts));
@@ -232,7 +247,12 @@ Object.assign(rt, {
     return e.tests[name](value, ...args) === true;
   },
   iterKeys(v: unknown): unknown {
+    chargeLoop(v);
     return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Map) && !(v instanceof Set) ? Object.keys(v) : v;
+  },
+  iterPairs(v: unknown): unknown {
+    chargeLoop(v);
+    return v;
   },
   inOperator: pyIn,
   slice: pySlice,
@@ -329,16 +349,24 @@ function patchCompiler(c: any): void {
   };
   const origAssert = c.assertType;
   c.assertType = (node: any, ...types: any[]) => {
-    if (!(node instanceof Slice) && !(node instanceof IterKeys)) origAssert.call(c, node, ...types);
+    if (!(node instanceof Slice) && !(node instanceof IterKeys) && !(node instanceof IterPairs)) origAssert.call(c, node, ...types);
   };
   c.compileIterKeys = (node: any, frame: any) => {
     emit('runtime.iterKeys(');
     c._compileExpression(node.target, frame);
     emit(')');
   };
+  c.compileIterPairs = (node: any, frame: any) => {
+    emit('runtime.iterPairs(');
+    c._compileExpression(node.target, frame);
+    emit(')');
+  };
   const origFor = c.compileFor;
   c.compileFor = (node: any, frame: any) => {
-    if (!(node.name instanceof nodes.Array) && !(node.arr instanceof IterKeys)) node.arr = new IterKeys(node.arr.lineno, node.arr.colno, node.arr);
+    if (!(node.arr instanceof IterKeys) && !(node.arr instanceof IterPairs)) {
+      const Wrap = node.name instanceof nodes.Array ? IterPairs : IterKeys;
+      node.arr = new Wrap(node.arr.lineno, node.arr.colno, node.arr);
+    }
     origFor.call(c, node, frame);
   };
   c.compileLookupVal = (node: any, frame: any) => {
@@ -621,6 +649,7 @@ function runRaw(compiled: Compiled, data: object): unknown {
   const context = new SandboxContext(env, data);
   const frame = new nunjucksRuntime.Frame();
   lastMissing = undefined;
+  loopBudget = MAX_LOOP_ITEMS;
   if (compiled.kind === 'expr') {
     try {
       return compiled.fn(env, context, frame, rt);

@@ -139,6 +139,12 @@ describe('sandbox: attack templates', () => {
     expect(() => renderString("{{ 'x' * 100000000000 }}", ctx)).toThrow(/too large/);
     expect(() => renderString('{{ [1, 2] * 10000000000 }}', ctx)).toThrow(/too large/);
   });
+  it('nested loops that would run for hours are stopped by the loop budget', () => {
+    expect(() => renderString('{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}', ctx)).toThrow(/exceed/);
+    expect(() => renderString('{% for k, v in obj %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{% endfor %}', ctx)).toThrow(/exceed/);
+    // an ordinary loop is unaffected
+    expect(renderString('{% for i in range(1000) %}{% endfor %}ok', ctx)).toBe('ok');
+  });
   it('unbounded macro recursion fails as a template error', () => {
     expect(() => renderString('{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}', ctx)).toThrow(TemplateError);
   });
