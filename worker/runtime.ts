@@ -206,18 +206,28 @@ export class WorkerRuntime {
     const c = this.o.client;
     if (!c.registerRuntime) return;
     const info: JsonObject = { hostname: hostname(), pid: process.pid, concurrency: this.concurrency, broker: this.o.broker.kind };
-    try {
-      await c.registerRuntime({ kind: 'worker', name: this.workerId, info });
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'runtime registration failed; retrying with the heartbeat');
-    }
+    let registered = false;
+    const register = async () => {
+      try {
+        await c.registerRuntime!({ kind: 'worker', name: this.workerId, info });
+        registered = true;
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, 'runtime registration failed; retrying with the heartbeat');
+      }
+    };
+    await register();
     const every = (this.o.runtimeHeartbeatSeconds ?? 15) * 1000;
     this.runtimeTimer = setInterval(() => {
-      const beat = c.runtimeHeartbeat ? c.runtimeHeartbeat('worker', this.workerId) : Promise.resolve();
-      beat.catch(async (err: unknown) => {
+      if (!registered || !c.runtimeHeartbeat) {
+        if (!registered) void register();
+        return;
+      }
+      c.runtimeHeartbeat('worker', this.workerId).catch((err: unknown) => {
         // An unknown registration (server restarted on a fresh database…): register again.
-        if (err instanceof ApiError && err.status === 404) await c.registerRuntime!({ kind: 'worker', name: this.workerId, info }).catch(() => {});
-        else this.log.debug({ err: (err as Error).message }, 'runtime heartbeat failed');
+        if (err instanceof ApiError && err.status === 404) {
+          registered = false;
+          void register();
+        } else this.log.debug({ err: (err as Error).message }, 'runtime heartbeat failed');
       });
     }, every);
     this.runtimeTimer.unref();
