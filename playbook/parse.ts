@@ -10,6 +10,7 @@ import { Issues, ancestors, describeType, isPlainObject } from './issues.js';
 import { checkSchema } from './schema-check.js';
 import { isV1, normalizePlaybook } from './normalize.js';
 import { checkWrittenDocument, validatePlaybook } from './validate.js';
+import { checkTemplates } from './template-check.js';
 
 /** Largest playbook accepted, in bytes of UTF-8 text (2 MiB). */
 export const MAX_PLAYBOOK_BYTES = 2 * 1024 * 1024;
@@ -61,6 +62,8 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
   }
   const written = new Issues();
   checkWrittenDocument(doc, written);
+  const templates = new Issues();
+  checkTemplates(doc, templates);
 
   const semantic = new Issues();
   const { playbook, sources } = normalizePlaybook(doc, semantic);
@@ -83,11 +86,12 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
     record(issue);
   };
   for (const e of written.errors) record(e);
+  for (const e of templates.errors) add(e);
   for (const e of semantic.errors) add(e);
   for (const { scope, ...e } of schema) add(e, scope);
   for (const e of graph) if (e.severity === 'error') add(e);
 
-  const warnings = [...written.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
+  const warnings = [...written.warnings, ...templates.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
   return errors.length ? { errors: capped(errors), warnings: capped(warnings) } : { playbook, errors, warnings: capped(warnings) };
 }
 

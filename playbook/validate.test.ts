@@ -133,3 +133,47 @@ ${next}
     expect(parsePlaybook(doc('    next: [b, {args: {n: 1}}]')).errors.map((e) => e.path)).toEqual(['workflow[0].next[1].args']);
   });
 });
+
+describe('reference warnings', () => {
+  const warnings = (workflow: string, head = '') =>
+    parsePlaybook(`apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: w}\n${head}workflow:\n${workflow}`).warnings.map((w) => [w.path, w.message]);
+
+  it('flags case conditions on events that never fire', () => {
+    expect(
+      warnings(`  - step: start
+    tool: {kind: http, endpoint: e}
+    case:
+      - when: "{{ event.name == 'call.finished' }}"
+        then: {skip: true}
+      - when: "event.name == 'call.done'"
+        then: {skip: true}
+`),
+    ).toEqual([['workflow[0].case[0].when', "event 'call.finished' never fires; case conditions see step.enter, call.done, step.exit, worker.done"]]);
+  });
+
+  it('flags keychain references that are not declared', () => {
+    expect(
+      warnings(
+        `  - step: start
+    tool: {kind: http, endpoint: e, headers: {A: "{{ keychain.tok.access_token }}", B: "{{ keychain['other'].v }}", C: "keychain.x in text"}}
+`,
+        'keychain:\n  - {name: tok, kind: oauth2, endpoint: https://auth}\n',
+      ),
+    ).toEqual([['workflow[0].tool.headers.B', "keychain entry 'other' is not declared in the keychain section"]]);
+  });
+
+  it('flags the loop iterator in structural next args but not in the tool', () => {
+    expect(
+      warnings(`  - step: start
+    loop: {in: [1, 2], iterator: n}
+    tool: {kind: python, code: "result = {{ n }}"}
+    next: [{step: after, args: {last: "{{ n }}", all: "{{ start }}"}}]
+  - step: after
+`),
+    ).toEqual([['workflow[0].next[0].args.last', expect.stringContaining("the loop iterator 'n' is not available in next args")]]);
+  });
+
+  it('flags step names that hide template variables or are not identifiers', () => {
+    expect(warnings('  - step: payload\n    next: load-data\n  - step: load-data\n').map(([p]) => p)).toEqual(['workflow[0].step', 'workflow[1].step']);
+  });
+});

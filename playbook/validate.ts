@@ -6,7 +6,7 @@
  *  - `validatePlaybook` checks the normalised playbook as a graph (unique names, next and case
  *    targets exist, workbook references resolve), reporting at the author's paths.
  */
-import { API_VERSIONS, type NextTarget, type Playbook, type PlaybookIssue, type Step } from './types.js';
+import { API_VERSIONS, type KeychainDef, type NextTarget, type Playbook, type PlaybookIssue, type Step } from './types.js';
 import { Issues, closest, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import { isV1, type SourceMap } from './normalize.js';
 
@@ -79,6 +79,29 @@ function suggest(name: string, names: string[]): string {
   return names.length <= 20 ? `; steps are: ${names.join(', ')}` : '';
 }
 
+/** Template context names (spec "Template context"); a step result must not hide them. */
+const RESERVED_NAMES = ['workload', 'args', 'vars', 'results', 'execution_id', 'job', 'payload', 'event', 'response', 'error', 'ctx', 'keychain', 'result', 'page', 'pages', 'iteration', '_retry'];
+
+function uniqueNames(names: string[], section: string, what: string, issues: Issues): void {
+  const seen = new Map<string, number>();
+  names.forEach((n, i) => {
+    const first = seen.get(n);
+    if (first !== undefined) issues.error(`${section}[${i}].name`, `duplicate ${what} name '${n}' (first defined at ${section}[${first}])`);
+    else seen.set(n, i);
+  });
+}
+
+function keychainRequirements(k: KeychainDef, i: number, issues: Issues): void {
+  const need = (field: string, why: string) => {
+    if (k[field] === undefined || k[field] === null || k[field] === '') issues.error(`keychain[${i}].${field}`, `keychain entry '${k.name}' (kind ${k.kind}) needs '${field}': ${why}`);
+  };
+  if (k.kind === 'secret_manager') {
+    need('provider', 'gcp, aws or azure');
+    need('map', 'result field name → secret path');
+  }
+  if (k.kind === 'oauth2' || k.kind === 'http') need('endpoint', 'the token request URL');
+}
+
 /** The step an execution starts with: the one named `start`, else the first. */
 export function entryStep(playbook: Playbook): Step {
   const start = playbook.workflow.find((s) => s.step === 'start');
@@ -114,6 +137,16 @@ export function validatePlaybook(playbook: Playbook, sources?: SourceMap): Playb
   });
   const names = [...first.keys()];
   const tasks = new Set(playbook.workbook.map((t) => t.name));
+  uniqueNames(playbook.workbook.map((t) => t.name), 'workbook', 'workbook task', issues);
+  uniqueNames(playbook.keychain.map((k) => k.name), 'keychain', 'keychain entry', issues);
+  playbook.keychain.forEach((k, i) => keychainRequirements(k, i, issues));
+  steps.forEach((s, i) => {
+    if (RESERVED_NAMES.includes(s.step)) {
+      issues.warn(`${stepPath(s, i)}.step`, `step name '${s.step}' hides the template variable of the same name; rename the step`);
+    } else if (s.step && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(s.step)) {
+      issues.warn(`${stepPath(s, i)}.step`, `step name '${s.step}' is not a template identifier, so its result can only be read as results['${s.step}']; prefer letters, digits and _`);
+    }
+  });
 
   steps.forEach((s, i) => {
     const base = stepPath(s, i);
