@@ -77,9 +77,11 @@ export async function healthRoutes(app: FastifyInstance, { deps, options }: AppC
 
   app.get('/metrics', {
     schema: routeSchema(TAG, 'Prometheus metrics (text exposition format)', {
-      produces: ['text/plain'],
-      response: { 200: { type: 'string', description: 'Prometheus text format' }, ...errors() },
-    } as never),
+      response: {
+        200: { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
+        ...errors(),
+      },
+    }),
   }, async (req, reply) => {
     try {
       const s = await deps.queue.stats();

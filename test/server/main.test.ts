@@ -25,7 +25,7 @@ describe('startServer', () => {
       const stopping = server.stop();
       const res = await slow;
       expect(res.status).toBe(200);
-      expect((await res.json()).result[0].r).toBe('done');
+      expect(((await res.json()) as { result: Array<{ r: string }> }).result[0].r).toBe('done');
       await stopping;
       await expect(fetch(`${base}/health`)).rejects.toThrow();
       await server.stop(); // idempotent
