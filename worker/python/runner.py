@@ -66,6 +66,23 @@ def _bind(fn, args):
     return pos, kw
 
 
+def _import(alias, module):
+    """`pandas` → the module; `pandas.DataFrame` → the module, else an attribute of its parent."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as first:
+        parent, _, attr = module.rpartition(".")
+        if parent:
+            try:
+                return getattr(importlib.import_module(parent), attr)
+            except (ImportError, AttributeError):
+                pass
+        raise CallError(
+            "missing_library",
+            "library '%s' (libs.%s) is not installed in the worker's python: %s" % (module, alias, first),
+        )
+
+
 def _traceback(exc):
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if os.path.abspath(f.filename) != RUNNER_FILE]
@@ -84,13 +101,7 @@ def _run(req):
         if isinstance(k, str) and k.isidentifier():
             g[k] = v
     for alias, module in libs.items():
-        try:
-            g[alias] = importlib.import_module(module)
-        except ImportError as e:
-            raise CallError(
-                "missing_library",
-                "library '%s' (libs.%s) is not installed in the worker's python: %s" % (module, alias, e),
-            )
+        g[alias] = _import(alias, module)
     linecache.cache[CODE_NAME] = (len(code), None, code.splitlines(True), CODE_NAME)
     compiled = compile(code, CODE_NAME, "exec")
     exec(compiled, g)

@@ -79,14 +79,14 @@ export function startHttpServer(handler: Handler): Promise<LocalServer> {
 }
 
 /** HTTPS with a self-signed certificate made by openssl for this run. */
-export function startHttpsServer(handler: Handler): Promise<LocalServer> {
+export function startHttpsServer(handler: Handler): Promise<LocalServer & { cert: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'pf-tls-'));
   try {
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
     const key = readFileSync(join(dir, 'key.pem'));
     const cert = readFileSync(join(dir, 'cert.pem'));
     const requests: Recorded[] = [];
-    return listen(https.createServer({ key, cert }, wrap(handler, requests)), 'https', requests);
+    return listen(https.createServer({ key, cert }, wrap(handler, requests)), 'https', requests).then((s) => ({ ...s, cert: cert.toString('utf8') }));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

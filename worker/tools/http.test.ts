@@ -1,9 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runTool } from './index.js';
 import { credentialTable, json, makeCtx, startHttpServer, startHttpsServer, type LocalServer } from '../testing/helpers.js';
 
 let srv: LocalServer;
-let tls: LocalServer;
+let tls: LocalServer & { cert: string };
 
 beforeAll(async () => {
   const handler = (req: { method: string; url: string; headers: Record<string, unknown>; body: string }, res: import('node:http').ServerResponse) => {
@@ -97,6 +100,16 @@ describe('http tool', () => {
     const loose = await runTool({ kind: 'http', endpoint: `${tls.url}/echo`, verify: false }, makeCtx());
     expect(loose.error).toBeUndefined();
     expect((loose.response as any).status).toBe(200);
+    const dir = mkdtempSync(join(tmpdir(), 'pf-ca-'));
+    try {
+      writeFileSync(join(dir, 'ca.pem'), tls.cert);
+      const pinned = await runTool({ kind: 'http', endpoint: `${tls.url}/echo`, verify: join(dir, 'ca.pem') }, makeCtx());
+      expect(pinned.error).toBeUndefined();
+      const missing = await runTool({ kind: 'http', endpoint: `${tls.url}/echo`, verify: join(dir, 'nope.pem') }, makeCtx());
+      expect(missing.error?.code).toBe('bad_config');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('auth: bearer, basic and api_key through resolveAuth; inline; explicit headers win', async () => {

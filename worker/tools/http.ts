@@ -5,7 +5,8 @@
  *   body — requests-library semantics: `data` object → application/x-www-form-urlencoded,
  *   `data` string → raw body as given; otherwise `json` → JSON; otherwise `payload` → JSON body
  *   (for GET/HEAD/DELETE `payload` is sent as query parameters instead),
- *   timeout (seconds, default 30), verify (default true; false accepts any TLS certificate),
+ *   timeout (seconds, default 30), verify (default true; false accepts any TLS certificate; a
+ *   string is the path of a CA bundle to trust, as in requests),
  *   auth (bearer → `Authorization: Bearer`, basic → `Authorization: Basic`, api_key → header
  *   `X-API-Key` or `header`/`header_name` of the credential or auth object, or query parameter
  *   when `in: query`). Explicit headers win over auth.
@@ -16,6 +17,7 @@
  * connection/TLS/DNS failure `code: 'network'` (no status).
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
@@ -29,6 +31,22 @@ const agents = {
   secure: new Agent({ keepAliveTimeout: 10_000, connections: 64 }),
   insecure: new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { rejectUnauthorized: false } }),
 };
+/** `verify: <path>` (requests semantics): trust the CA bundle in that file; one agent per path. */
+const caAgents = new Map<string, Agent>();
+function caAgent(path: string): Agent {
+  let a = caAgents.get(path);
+  if (!a) {
+    let ca: Buffer;
+    try {
+      ca = readFileSync(path);
+    } catch (err) {
+      throw new ToolConfigError(`verify: cannot read CA bundle ${path}: ${(err as Error).message}`);
+    }
+    a = new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { ca } });
+    caAgents.set(path, a);
+  }
+  return a;
+}
 
 export interface HttpCall {
   method: string;
@@ -37,7 +55,8 @@ export interface HttpCall {
   headers?: Record<string, string>;
   body?: string | Buffer;
   timeoutMs: number;
-  verify: boolean;
+  /** true / false, or the path of a CA bundle to trust. */
+  verify: boolean | string;
   signal: AbortSignal;
 }
 
@@ -83,6 +102,7 @@ class HttpCallError extends Error {
 export async function httpCall(call: HttpCall): Promise<HttpResult> {
   const timeout = AbortSignal.timeout(call.timeoutMs);
   const signal = AbortSignal.any([call.signal, timeout]);
+  const dispatcher = typeof call.verify === 'string' ? caAgent(call.verify) : call.verify ? agents.secure : agents.insecure;
   let res: Dispatcher.ResponseData;
   let text: string;
   try {
@@ -91,7 +111,7 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
       headers: call.headers,
       body: call.body,
       signal,
-      dispatcher: call.verify ? agents.secure : agents.insecure,
+      dispatcher,
       headersTimeout: call.timeoutMs,
       bodyTimeout: call.timeoutMs,
     });
@@ -244,7 +264,13 @@ export async function runHttp(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
     headers,
     body,
     timeoutMs: timeoutMs(tool.timeout, DEFAULT_HTTP_TIMEOUT_S),
-    verify: boolField(tool.verify ?? tool.verify_ssl, true),
+    verify: verifyField(tool.verify ?? tool.verify_ssl),
     signal: ctx.signal,
   });
+}
+
+/** verify: boolean (default true), a boolean-like string, or a CA bundle path. */
+export function verifyField(v: Json | undefined): boolean | string {
+  if (typeof v === 'string' && !['true', 'false', '0', '1', 'yes', 'no', 'on', 'off', ''].includes(v.toLowerCase())) return v;
+  return boolField(v, true);
 }

@@ -22,8 +22,8 @@ describe('python tool', () => {
   });
 
   it('a plain body assigning result, with args visible and libs pre-imported', async () => {
-    const out = await py('result = {"root": m.sqrt(n), "dumped": j.dumps(args)}', { args: { n: 16 }, libs: { m: 'math', j: 'json' } });
-    expect(out.response).toEqual({ root: 4, dumped: '{"n": 16}' });
+    const out = await py('result = {"root": m.sqrt(n), "dumped": j.dumps(args), "od": type(OD()).__name__}', { args: { n: 16 }, libs: { m: 'math', j: 'json', OD: 'collections.OrderedDict' } });
+    expect(out.response).toEqual({ root: 4, dumped: '{"n": 16}', od: 'OrderedDict' });
   });
 
   it('async def main', async () => {
