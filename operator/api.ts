@@ -23,10 +23,14 @@ export interface OperatorServerApi {
   registerPlaybook(content: string, path: string): Promise<RegisterPlaybookResponse>;
   /** Resolves when the path is gone (404 counts as gone). */
   deletePlaybook(path: string): Promise<void>;
+  /** Latest catalog version at the path, or null when there is none. */
+  playbookVersion(path: string): Promise<number | null>;
   queueStats(): Promise<QueueStats>;
   upsertCredential(c: CredentialUpsert): Promise<void>;
   /** Resolves when the credential is gone (404 counts as gone). */
   deleteCredential(name: string): Promise<void>;
+  /** Whether the store holds a credential of that name (metadata only; no data is read). */
+  credentialExists(name: string): Promise<boolean>;
 }
 
 export function serverApi(client: PlayflowClient): OperatorServerApi {
@@ -40,6 +44,14 @@ export function serverApi(client: PlayflowClient): OperatorServerApi {
         throw err;
       }
     },
+    async playbookVersion(path) {
+      try {
+        return (await client.getPlaybook(path)).version;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return null;
+        throw err;
+      }
+    },
     queueStats: () => client.queueStats(),
     async upsertCredential(c) {
       await client.request('POST', '/api/credentials', { body: c });
@@ -49,6 +61,15 @@ export function serverApi(client: PlayflowClient): OperatorServerApi {
         await client.request('DELETE', `/api/credentials/${encodeURIComponent(name)}`);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return;
+        throw err;
+      }
+    },
+    async credentialExists(name) {
+      try {
+        await client.request('GET', `/api/credentials/${encodeURIComponent(name)}`);
+        return true;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return false;
         throw err;
       }
     },

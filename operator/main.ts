@@ -11,7 +11,8 @@
  * POD_NAME (leader identity), POD_NAMESPACE / OPERATOR_LEASE_NAMESPACE (where the Lease lives),
  * OPERATOR_LEASE_NAME, LEADER_ELECT (default true), OPERATOR_LEASE_DURATION_SECONDS (15),
  * OPERATOR_RENEW_DEADLINE_SECONDS (10), OPERATOR_RETRY_PERIOD_SECONDS (2),
- * OPERATOR_RESYNC_SECONDS (300), WORKERPOOL_POLL_SECONDS (15).
+ * OPERATOR_RESYNC_SECONDS (300), OPERATOR_VERIFY_SECONDS (300: how often an in-sync Playbook or
+ * Credential is checked against the server, to repair drift), WORKERPOOL_POLL_SECONDS (15).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -54,6 +55,8 @@ export interface OperatorOptions {
   metricsPort?: number;
   metricsHost?: string;
   resyncMs?: number;
+  /** How often an in-sync object is checked against the server (drift repair). Default 5 min. */
+  verifyIntervalMs?: number;
   workerPoolPollMs?: number;
   /** Work queue backoff (tests shorten it). */
   baseBackoffMs?: number;
@@ -110,7 +113,9 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     timeoutMs: 10_000,
     headers: { 'user-agent': `playflow-operator/${identity}` },
   }));
-  const ctx: ControllerContext = { clients, api, events: new EventRecorder(clients, identity, log), log, metrics };
+  const ctx: ControllerContext = {
+    clients, api, events: new EventRecorder(clients, identity, log), log, metrics, verifyIntervalMs: opts.verifyIntervalMs,
+  };
   const namespaces = opts.namespaces?.length ? opts.namespaces : [''];
   const resyncMs = opts.resyncMs ?? 300_000;
 
@@ -276,6 +281,7 @@ export function operatorConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Omi
       retryPeriodMs: num(env.OPERATOR_RETRY_PERIOD_SECONDS, 2) * 1000,
     },
     resyncMs: num(env.OPERATOR_RESYNC_SECONDS, 300) * 1000,
+    verifyIntervalMs: num(env.OPERATOR_VERIFY_SECONDS, 300) * 1000,
     workerPoolPollMs: num(env.WORKERPOOL_POLL_SECONDS, 15) * 1000,
     defaultMetrics: true,
   };

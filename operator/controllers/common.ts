@@ -13,7 +13,28 @@ export interface ControllerContext {
   events: EventRecorder;
   log: Logger;
   metrics: OperatorMetrics;
+  /**
+   * How often an object already in sync is checked against the server (the catalog entry or
+   * credential still exists, nobody replaced it), so drift is repaired. Default 5 min.
+   */
+  verifyIntervalMs?: number;
 }
+
+/**
+ * When several live resources claim the same name in the server (a catalog path, a credential
+ * name), the oldest one owns it; the others report a conflict instead of overwriting each other.
+ */
+export function owner<T extends Resource<unknown, unknown>>(candidates: T[]): T | undefined {
+  return candidates
+    .filter((o) => !o.metadata.deletionTimestamp)
+    .sort((a, b) => {
+      const ta = new Date(a.metadata.creationTimestamp ?? 0).getTime();
+      const tb = new Date(b.metadata.creationTimestamp ?? 0).getTime();
+      return ta - tb || `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`);
+    })[0];
+}
+
+export const CONFLICT_RETRY_MS = 30_000;
 
 export function splitKey(key: string): [string, string] {
   const i = key.indexOf('/');

@@ -25,7 +25,9 @@ import { getCondition, setCondition, type Condition, type ConditionInput } from 
 import type { ReconcileResult } from '../controller.js';
 import { patchCustomStatus } from '../kube.js';
 import type { CredentialResource, CredentialStatus } from '../types.js';
-import { addFinalizer, hasFinalizer, nowIso, removeFinalizer, splitKey, type ControllerContext } from './common.js';
+import {
+  CONFLICT_RETRY_MS, addFinalizer, hasFinalizer, nowIso, owner, removeFinalizer, splitKey, type ControllerContext,
+} from './common.js';
 
 export const CREDENTIAL_PLURAL = 'credentials';
 const CONTROLLER = 'credential';
@@ -99,6 +101,9 @@ export function credentialData(obj: CredentialResource, secret: V1Secret): JsonO
 
 export function credentialReconciler(ctx: ControllerContext, caches: CredentialCaches) {
   const log = ctx.log.child({ controller: CONTROLLER });
+  const verifyMs = ctx.verifyIntervalMs ?? 5 * 60_000;
+  /** uid → when the store was last seen holding this credential. */
+  const verified = new Map<string, number>();
 
   function conditions(obj: CredentialResource, ...updates: ConditionInput[]): Condition[] {
     let list = obj.status?.conditions;
@@ -146,6 +151,15 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
     const credName = credentialNameOf(obj);
     const secretName = obj.spec.secretRef?.name;
     const st = obj.status ?? {};
+    const nameOwner = owner(caches.credentials.list().filter((o) => credentialNameOf(o) === credName));
+    if (nameOwner && nameOwner.metadata.uid !== obj.metadata.uid) {
+      const message = `credential name ${credName} is managed by Credential ${nameOwner.metadata.namespace}/${nameOwner.metadata.name}`;
+      if (getCondition(st.conditions, 'Ready')?.message !== message) {
+        await writeStatus(obj, { observedGeneration: generation, conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'NameConflict', message }) });
+        await ctx.events.record(obj, 'Warning', 'NameConflict', message);
+      }
+      return { requeueAfterMs: CONFLICT_RETRY_MS };
+    }
     const secret = secretName ? caches.secrets.get(namespace, secretName) : undefined;
     if (!secret) {
       const message = `Secret ${namespace}/${secretName} not found`;
@@ -174,7 +188,15 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
     const ready = getCondition(st.conditions, 'Ready');
     if (st.secretResourceVersion === secretRv && st.observedGeneration === generation && st.credentialName === credName
       && (ready?.status === 'True' || ready?.reason === 'Invalid')) {
-      return; // this Secret version and spec are already stored (or known to be rejected)
+      // This Secret version and spec are already stored (or known to be rejected); now and then
+      // check the store still has it (someone may have deleted it through the API).
+      const uid = obj.metadata.uid ?? key;
+      if (ready?.status !== 'True' || Date.now() - (verified.get(uid) ?? 0) < verifyMs) return;
+      if (await ctx.api.credentialExists(credName)) {
+        verified.set(uid, Date.now());
+        return;
+      }
+      log.info({ key, credential: credName }, 'credential missing from the store; storing it again');
     }
 
     try {
@@ -213,6 +235,7 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
     if (st.credentialName && st.credentialName !== credName && !sharedName(obj, st.credentialName)) {
       await ctx.api.deleteCredential(st.credentialName);
     }
+    verified.set(obj.metadata.uid ?? key, Date.now());
     const rotated = st.credentialName === credName && st.secretResourceVersion !== undefined && st.secretResourceVersion !== secretRv;
     await writeStatus(obj, {
       observedGeneration: generation,

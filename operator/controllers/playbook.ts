@@ -24,7 +24,9 @@ import { setCondition, type Condition } from '../conditions.js';
 import type { ReconcileResult } from '../controller.js';
 import { patchCustomStatus } from '../kube.js';
 import type { PlaybookResource, PlaybookStatus } from '../types.js';
-import { addFinalizer, hasFinalizer, nowIso, removeFinalizer, splitKey, type ControllerContext } from './common.js';
+import {
+  CONFLICT_RETRY_MS, addFinalizer, hasFinalizer, nowIso, owner, removeFinalizer, splitKey, type ControllerContext,
+} from './common.js';
 
 export const PLAYBOOK_PLURAL = 'playbooks';
 const CONTROLLER = 'playbook';
@@ -62,6 +64,9 @@ export interface PlaybookLister {
 
 export function playbookReconciler(ctx: ControllerContext, cache: PlaybookLister) {
   const log = ctx.log.child({ controller: CONTROLLER });
+  const verifyMs = ctx.verifyIntervalMs ?? 5 * 60_000;
+  /** uid → when the catalog was last seen holding this resource's version. */
+  const verified = new Map<string, number>();
 
   async function writeStatus(obj: PlaybookResource, status: PlaybookStatus): Promise<void> {
     await patchCustomStatus(ctx.clients, PLAYBOOK_PLURAL, obj.metadata.namespace, obj.metadata.name, status);
@@ -111,12 +116,34 @@ export function playbookReconciler(ctx: ControllerContext, cache: PlaybookLister
     const hash = specHash(path, content);
     const st = obj.status ?? {};
 
-    if (st.specHash === hash) {
-      // Already registered (or already known invalid) for exactly this document: nothing to send.
-      if (st.observedGeneration !== generation) {
-        await writeStatus(obj, { observedGeneration: generation, conditions: conditions(obj) });
+    const pathOwner = owner(cache.list().filter((o) => catalogPathOf(o) === path));
+    if (pathOwner && pathOwner.metadata.uid !== obj.metadata.uid) {
+      const message = `catalog path ${path} is managed by Playbook ${pathOwner.metadata.namespace}/${pathOwner.metadata.name}`;
+      if (st.conditions?.find((c) => c.type === 'Ready')?.message !== message) {
+        await writeStatus(obj, { observedGeneration: generation, conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'PathConflict', message }) });
+        await ctx.events.record(obj, 'Warning', 'PathConflict', message);
       }
-      return;
+      return { requeueAfterMs: CONFLICT_RETRY_MS };
+    }
+
+    if (st.specHash === hash) {
+      // Already registered (or already known invalid) for exactly this document: nothing to send,
+      // except a periodic check that the catalog still holds our version (drift repair).
+      const ready = st.conditions?.find((c) => c.type === 'Ready');
+      const uid = obj.metadata.uid ?? key;
+      let drifted = false;
+      if (ready?.status === 'True' && st.catalogVersion !== undefined && Date.now() - (verified.get(uid) ?? 0) >= verifyMs) {
+        const version = await ctx.api.playbookVersion(path);
+        drifted = version !== st.catalogVersion;
+        if (drifted) log.info({ key, path, expected: st.catalogVersion, found: version }, 'catalog entry changed outside the operator; registering again');
+        else verified.set(uid, Date.now());
+      }
+      if (!drifted) {
+        if (st.observedGeneration !== generation) {
+          await writeStatus(obj, { observedGeneration: generation, conditions: conditions(obj) });
+        }
+        return;
+      }
     }
 
     let result;
@@ -155,6 +182,7 @@ export function playbookReconciler(ctx: ControllerContext, cache: PlaybookLister
       if (!shared) await ctx.api.deletePlaybook(oldPath);
     }
 
+    verified.set(obj.metadata.uid ?? key, Date.now());
     const warnings = result.warnings?.length ?? 0;
     await writeStatus(obj, {
       observedGeneration: generation,

@@ -283,4 +283,42 @@ describe('operator controllers (fake API server + stub Playflow server)', () => 
     expect(a.isLeader()).toBe(false);
     kube.clearFailures();
   });
+
+  it('the oldest resource owns a catalog path or credential name; a second claimant reports a conflict', async () => {
+    const ns1 = 'conf-a';
+    const ns2 = 'conf-b';
+    await operator('op-conflict');
+    kube.putObject('playbooks', { metadata: { name: 'p', namespace: ns1 }, spec: { path: 'shared/path', workflow: [{ step: 'start' }] } });
+    await eventually(() => expect(kube.getObject('playbooks', ns1, 'p')?.status?.catalogVersion).toBe(1));
+    kube.putObject('playbooks', { metadata: { name: 'p', namespace: ns2 }, spec: { path: 'shared/path', workflow: [{ step: 'start', desc: 'other' }] } });
+    await eventually(() => expect(condition(kube.getObject('playbooks', ns2, 'p'), 'Ready')).toMatchObject({ status: 'False', reason: 'PathConflict' }));
+    expect(condition(kube.getObject('playbooks', ns2, 'p'), 'Ready')!.message).toContain('conf-a/p');
+    expect(stub.catalog.get('shared/path')).toHaveLength(1);
+
+    kube.putObject('secrets', { metadata: { name: 's', namespace: ns1 }, stringData: { token: 'one' } }, '');
+    kube.putObject('secrets', { metadata: { name: 's', namespace: ns2 }, stringData: { token: 'two' } }, '');
+    kube.putObject('credentials', { metadata: { name: 'c', namespace: ns1 }, spec: { name: 'shared-cred', type: 'bearer', secretRef: { name: 's' } } });
+    await eventually(() => expect(stub.credentials.get('shared-cred')?.data.token).toBe('one'));
+    kube.putObject('credentials', { metadata: { name: 'c', namespace: ns2 }, spec: { name: 'shared-cred', type: 'bearer', secretRef: { name: 's' } } });
+    await eventually(() => expect(condition(kube.getObject('credentials', ns2, 'c'), 'Ready')).toMatchObject({ status: 'False', reason: 'NameConflict' }));
+    expect(stub.credentials.get('shared-cred')?.data.token).toBe('one');
+  });
+
+  it('repairs drift: a catalog entry or credential removed behind its back is registered again', async () => {
+    const ns = 'drift';
+    await operator('op-drift', { resyncMs: 200, verifyIntervalMs: 0 });
+    kube.putObject('playbooks', { metadata: { name: 'd', namespace: ns }, spec: { workflow: [{ step: 'start' }] } });
+    kube.putObject('secrets', { metadata: { name: 's', namespace: ns }, stringData: { api_key: 'k' } }, '');
+    kube.putObject('credentials', { metadata: { name: 'd', namespace: ns }, spec: { type: 'api_key', secretRef: { name: 's' } } });
+    await eventually(() => {
+      expect(kube.getObject('playbooks', ns, 'd')?.status?.catalogVersion).toBe(1);
+      expect(stub.credentials.has('d')).toBe(true);
+    });
+    stub.deleted.add('drift/d');
+    stub.credentials.delete('d');
+    await eventually(() => {
+      expect(stub.deleted.has('drift/d')).toBe(false);
+      expect(stub.credentials.get('d')?.data).toEqual({ api_key: 'k' });
+    }, 5000);
+  });
 });

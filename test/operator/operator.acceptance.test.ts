@@ -311,6 +311,23 @@ describe('operator acceptance (fake API server + real Playflow server)', () => {
     expect((await client.getPlaybook('ha/x')).version).toBe(2);
   });
 
+  it('server unreachable → Ready=False ServerUnavailable with backoff, then converges; drift in the catalog is repaired', async () => {
+    const ns = 'outage';
+    proxy.down = true;
+    await operator('op-5', { leaderElection: { enabled: false }, resyncMs: 250, verifyIntervalMs: 0 });
+    await apply('playbooks', ns, { metadata: { name: 'p' }, spec: { workflow: [{ step: 'start' }] } });
+    await eventually(() => expect(condition(get('playbooks', ns, 'p'), 'Ready')).toMatchObject({ status: 'False', reason: 'ServerUnavailable' }));
+    expect(condition(get('playbooks', ns, 'p'), 'Ready')!.message).toMatch(/cannot reach the Playflow server/);
+    proxy.down = false;
+    await eventually(() => expect(get('playbooks', ns, 'p')?.status?.catalogVersion).toBe(1), 8000);
+    expect(condition(get('playbooks', ns, 'p'), 'Ready')?.status).toBe('True');
+
+    // somebody removes the entry through the API: the operator notices at its next check
+    await client.deletePlaybook('outage/p');
+    await eventually(async () => expect((await client.getPlaybook('outage/p')).content).toContain('outage/p'), 8000);
+    expect(get('playbooks', ns, 'p')?.status?.catalogVersion).toBeGreaterThanOrEqual(1);
+  });
+
   function apps(): k8s.AppsV1Api {
     return kube.kubeConfig('kubectl').makeApiClient(k8s.AppsV1Api);
   }

@@ -64,6 +64,11 @@ export class StubPlayflowServer {
             if (!c) return send(404, { error: { code: 'not_found', message: 'no such credential' } });
             return send(200, { credential_key: c.name, credential_type: c.type, data: c.data });
           }
+          if (req.method === 'GET' && path.startsWith('/api/credentials/')) {
+            const c = this.credentials.get(path.slice('/api/credentials/'.length));
+            if (!c) return send(404, { error: { code: 'not_found', message: 'no such credential' } });
+            return send(200, { name: c.name, type: c.type });
+          }
           if (req.method === 'DELETE' && path.startsWith('/api/credentials/')) {
             const n = path.slice('/api/credentials/'.length);
             if (!this.credentials.delete(n)) return send(404, { error: { code: 'not_found', message: 'no such credential' } });
