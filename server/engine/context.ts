@@ -41,13 +41,14 @@ export function getPath(value: unknown, path: string | undefined): Json {
 
 export interface BaseContext {
   /** Built-ins (lowest) overlaid by workload keys, step result views and vars: the part of every
-   *  context that does not depend on the step run. Built once per decision and version. */
+   *  context that does not depend on the step run. Built once per decision, then patched. */
   full: Record<string, unknown>;
-  /** Names that outrank per-evaluation built-ins (workload keys, step names, var names). */
-  names: Set<string>;
+  /** Var names currently visible (engine vars and external vars), which outrank step names. */
+  varNames: Set<string>;
 }
 
 const DENIED = new Set(['constructor', 'prototype', '__proto__']);
+const hasOwn = Object.prototype.hasOwnProperty;
 
 export function baseContext(state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): BaseContext {
   const vars = externalVars ? { ...state.vars, ...externalVars } : state.vars;
@@ -55,15 +56,30 @@ export function baseContext(state: EngineState, playbook: Playbook, externalVars
   for (const name of Object.keys(state.results)) if (!DENIED.has(name)) results[name] = resultView(state.results[name]);
   const workload = playbook.workload ?? {};
   const full: Record<string, unknown> = { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} };
-  const names = new Set<string>();
   for (const src of [workload, results, vars]) {
-    for (const k of Object.keys(src)) {
-      if (DENIED.has(k)) continue;
-      full[k] = src[k];
-      names.add(k);
-    }
+    for (const k of Object.keys(src)) if (!DENIED.has(k)) full[k] = src[k];
   }
-  return { full, names };
+  return { full, varNames: new Set(Object.keys(vars)) };
+}
+
+/** A step completed: its result view becomes visible by name (unless a var has that name). */
+export function patchStepResult(base: BaseContext, step: string, result: Json): void {
+  if (DENIED.has(step)) return;
+  const view = resultView(result);
+  const results = { ...(base.full.results as Record<string, unknown>), [step]: view };
+  base.full.results = results;
+  if (!base.varNames.has(step)) base.full[step] = view;
+}
+
+/** Variables were set: they outrank everything but the iterator. */
+export function patchVars(base: BaseContext, vars: JsonObject, externalVars: JsonObject | undefined): void {
+  const merged = externalVars ? { ...vars, ...externalVars } : vars;
+  base.full.vars = merged;
+  for (const k of Object.keys(merged)) {
+    if (DENIED.has(k)) continue;
+    base.full[k] = merged[k];
+    base.varNames.add(k);
+  }
 }
 
 export interface ContextExtras {
@@ -74,12 +90,18 @@ export interface ContextExtras {
   [k: string]: unknown;
 }
 
+/**
+ * A context for one evaluation. It is a thin object whose prototype is the shared base (the
+ * template sandbox resolves top-level names through non-builtin prototypes), so building one
+ * costs O(per-evaluation names), not O(steps). Per-evaluation built-ins never shadow a name of
+ * the base (workload key, step, var); the iterator shadows everything.
+ */
 export function stepContext(base: BaseContext, state: EngineState, extras: ContextExtras): Record<string, unknown> {
   const { run, step, item, ...rest } = extras;
-  const ctx: Record<string, unknown> = { ...base.full };
-  const names = base.names;
+  const full = base.full;
+  const ctx = Object.create(full) as Record<string, unknown>;
   const put = (k: string, v: unknown): void => {
-    if (v !== undefined && !names.has(k) && !DENIED.has(k)) ctx[k] = v;
+    if (v !== undefined && !hasOwn.call(full, k) && !DENIED.has(k)) ctx[k] = v;
   };
   if (run) for (const k of Object.keys(run.acc)) put(k, run.acc[k]);
   put('args', run?.args ?? {});
@@ -92,4 +114,9 @@ export function stepContext(base: BaseContext, state: EngineState, extras: Conte
     put('loop_index', item.index);
   }
   return ctx;
+}
+
+/** A copy of a context that may be changed without touching the original. */
+export function forkContext(ctx: Record<string, unknown>): Record<string, unknown> {
+  return Object.assign(Object.create(Object.getPrototypeOf(ctx) as object) as Record<string, unknown>, ctx);
 }

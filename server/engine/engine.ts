@@ -7,7 +7,7 @@ import type { Action, Json, JsonObject, Playbook, RetryThen, Step, Tool } from '
 import { deferKeychain, evalCondition, renderValue } from '../../playbook/template/index.js';
 import type { Command, Decision, EngineEvent, EngineInput, StartInput } from './contract.js';
 import { TERMINAL_STATUSES } from './contract.js';
-import { baseContext, getPath, resultView, stepContext, type BaseContext } from './context.js';
+import { baseContext, forkContext, getPath, patchStepResult, patchVars, resultView, stepContext, type BaseContext } from './context.js';
 import { caseEvents, indexPlaybook, type PlaybookIndex } from './rules.js';
 import {
   apply, combine, Draft, initialState, isObject,
@@ -140,7 +140,11 @@ class Builder {
 
   emit(ev: EngineEvent): void {
     apply(this.d, ev);
-    if (ev.name === 'step_completed' || ev.name === 'vars_set' || ev.name === 'execution_started') this.baseVersion++;
+    if (this.baseCache) {
+      if (ev.name === 'step_completed' && ev.step) patchStepResult(this.baseCache, ev.step, (ev.payload.result as Json) ?? null);
+      else if (ev.name === 'vars_set') patchVars(this.baseCache, this.s.vars, this.input.externalVars);
+      else if (ev.name === 'execution_started') this.baseCache = null;
+    }
     this.events.push(ev);
     if (ev.name === 'command_issued') this.commands.push(ev.payload.command as unknown as Command);
     for (const key of ['superseded', 'cancelled_commands'] as const) {
@@ -159,15 +163,11 @@ class Builder {
     return !TERMINAL_STATUSES.includes(this.s.status);
   }
 
-  /** Bumped by every event that changes what the base context shows. */
-  private baseVersion = 0;
-  private baseCache: { version: number; base: BaseContext } | null = null;
+  /** Built on first use in a decision, then patched by step_completed / vars_set. */
+  private baseCache: BaseContext | null = null;
 
   base(): BaseContext {
-    if (this.baseCache?.version !== this.baseVersion) {
-      this.baseCache = { version: this.baseVersion, base: baseContext(this.s, this.pb, this.input.externalVars) };
-    }
-    return this.baseCache.base;
+    return (this.baseCache ??= baseContext(this.s, this.pb, this.input.externalVars));
   }
 
   /** Whether the step has case entries for this event (contexts are only built when needed). */
@@ -502,7 +502,7 @@ class Builder {
   }
 
   runActions(def: Step, index: number, actions: Action[], ctx0: Record<string, unknown>, on: string, _run: RunState | null): Acts {
-    const ctx = { ...ctx0 };
+    const ctx = forkContext(ctx0);
     const acts: Acts = { index, effects: {}, sinks: [], ignored: [] };
     const e = acts.effects;
     actions.forEach((a, j) => {
@@ -540,7 +540,7 @@ class Builder {
           else acts.ignored.push('retry');
           break;
         case 'next': {
-          const nctx = { ...ctx };
+          const nctx = forkContext(ctx);
           const iter = def.loop?.iterator;
           if (iter) delete nctx[iter];
           delete nctx.loop_index;

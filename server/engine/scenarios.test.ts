@@ -193,7 +193,7 @@ workflow:
     name: 'secret references (keychain.*) are left for the worker',
     yaml: `
 keychain:
-  - {name: tok, kind: oauth2, scope: local}
+  - {name: tok, kind: oauth2, scope: local, endpoint: "http://auth/token"}
 workflow:
   - step: call
     tool:
@@ -1269,6 +1269,36 @@ workflow:
     opts: { externalVars: { api_set: 42, mine: 'overlaid' } },
     status: 'completed',
     check: (r) => expect(cmds(r, 't')[0].tool.args).toEqual({ a: 'overlaid', b: 42, c: 42 }),
+  },
+  {
+    name: 'name resolution: iterator > vars > step results > workload > built-ins',
+    yaml: `
+workload: {shared: from-workload, only_workload: w, args: shadowed-builtin}
+workflow:
+  - step: shared
+    tool: {kind: python, code: "x"}
+    vars: {shared: from-var}
+    next: [use]
+  - step: only_step
+    tool: {kind: python, code: "x"}
+  - step: use
+    loop: {in: [it], iterator: shared, mode: sequential}
+    tool:
+      kind: python
+      code: "x"
+      args: {a: "{{ shared }}", b: "{{ vars.shared }}", c: "{{ results.shared }}", d: "{{ only_workload }}", e: "{{ args }}", f: "{{ job.step }}"}
+  - step: after
+    tool: {kind: python, code: "x", args: {a: "{{ shared }}", b: "{{ workload.shared }}"}}
+`,
+    edit: (p) => {
+      p.workflow[2].next = [{ step: 'after' }];
+    },
+    worker: () => ({ response: 'from-step' }),
+    status: 'completed',
+    check: (r) => {
+      expect(cmds(r, 'use')[0].tool.args).toEqual({ a: 'it', b: 'from-var', c: 'from-step', d: 'w', e: 'shadowed-builtin', f: 'use' });
+      expect(cmds(r, 'after')[0].tool.args).toEqual({ a: 'from-var', b: 'from-workload' });
+    },
   },
   {
     name: 'vars see the pages of a paginated step as its result',
