@@ -1,0 +1,63 @@
+/**
+ * The execution core with the real credentials/keychain/vars hooks (server/secrets): variables
+ * written by a vars block commit with the event log, API-set variables reach templates and the
+ * claim context, and an execution's variables are dropped when it ends.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { JsonObject } from '../../playbook/types.js';
+import type { TestDatabase } from '../../test/helpers/pg.js';
+import type { ServerCore } from '../core.js';
+import { createSecretsHooks } from '../secrets/hooks.js';
+import { testCore, testDatabase } from './testkit.js';
+
+let tdb: TestDatabase;
+let core: ServerCore;
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+beforeAll(async () => {
+  tdb = await testDatabase('pf_hooks');
+  core = await testCore(tdb.url, { hooks: createSecretsHooks({ logger: quiet }) });
+});
+afterAll(async () => {
+  await core?.stop();
+  await tdb?.drop();
+});
+
+it('vars block → vars table in the same transaction; API vars reach templates; terminal drops them', async () => {
+  await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: vars, path: h/vars }
+workflow:
+  - step: fetch
+    tool: { kind: python, code: "result = 1" }
+    vars:
+      answer: "{{ result.value }}"
+    next: use
+  - step: use
+    tool:
+      kind: python
+      code: "result = 2"
+      args: { answer: "{{ vars.answer }}" }
+`);
+  const run = await core.deps.executions.start({ path: 'h/vars' });
+  const ex = core.deps.executions;
+  const claimNext = async () => {
+    const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+    m.ack();
+    return ex.claim(m.data.queue_id, { worker_id: 'w' });
+  };
+  const c1 = await claimNext();
+  await ex.handleEvents([{ execution_id: c1.execution_id, step: c1.step, name: 'call.done', queue_id: c1.queue_id, payload: { response: { value: 42 } } }]);
+  const { rows } = await core.db.pool.query('SELECT var_name, var_value, var_type, source_step FROM vars WHERE execution_id = $1', [run.execution_id]);
+  expect(rows).toEqual([{ var_name: 'answer', var_value: 42, var_type: 'step_result', source_step: 'fetch' }]);
+  // set through the vars API before the next step is claimed … but the command was rendered already,
+  // so it shows in the claim context (the worker's view), not in the rendered args
+  await core.db.pool.query(`INSERT INTO vars (execution_id, var_name, var_type, var_value) VALUES ($1, 'late', 'user_defined', '"L"')`, [run.execution_id]);
+  const c2 = await claimNext();
+  expect((c2.tool.args as JsonObject).answer).toBe(42);
+  expect(c2.context.vars).toMatchObject({ answer: 42, late: 'L' });
+  await ex.handleEvents([{ execution_id: c2.execution_id, step: c2.step, name: 'call.done', queue_id: c2.queue_id, payload: { response: { ok: true } } }]);
+  expect((await ex.get(run.execution_id))?.status).toBe('completed');
+  const after = await core.db.pool.query('SELECT count(*) AS n FROM vars WHERE execution_id = $1', [run.execution_id]);
+  expect(after.rows[0].n).toBe('0');
+});
