@@ -170,7 +170,8 @@ describe('filters', () => {
     expect(() => renderString('{{ missing | length }}', ctx)).toThrow(/undefined/);
     expect(() => renderString('{{ missing | upper }}', ctx)).toThrow(/undefined/);
   });
-  it('random and other non-deterministic filters are not available', () => {
+  it('random (non-deterministic) and regex filters (backtracking risk) are not available', () => {
     expect(() => E('nums | random')).toThrow(/random/);
+    expect(() => E("'aaa' | regex_replace('(a+)+$', '')")).toThrow(/regex_replace/);
   });
 });

@@ -2,6 +2,11 @@
  * Jinja2 filters and tests, installed on Playflow's own nunjucks environment (never on a global).
  * Every filter that reads attributes by name goes through the sandbox's `getPath`, so
  * `map(attribute='constructor')`, `attr('__proto__')`, `sort(attribute='constructor')` are refused.
+ *
+ * Deliberately absent: `random` (templates are evaluated deterministically by the server) and
+ * regular-expression filters (a pattern from an API caller could backtrack catastrophically and
+ * hold the server's event loop). nunjucks' other built-ins are not installed either: this file is
+ * the complete list.
  */
 import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
 import { cmp, isPlainObject, jsonReplacer, keysOf, pyEq, pyIn, toText, truthy, typeName, unsafe } from './python.js';
@@ -417,11 +422,6 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
         .split('\n')
         .map((l, i) => (i === 0 && !truthy(first)) || l === '' ? l : pad + l)
         .join('\n');
-    },
-    regex_replace: (v, pattern, rep = '', ignorecase = false) => toText(v).replace(new RegExp(String(pattern), truthy(ignorecase) ? 'gi' : 'g'), String(rep)),
-    regex_search: (v, pattern) => {
-      const m = new RegExp(String(pattern)).exec(toText(v));
-      return m ? m[0] : null;
     },
     basename: (v) => toText(v).split('/').pop() ?? '',
     type_debug: (v) => typeName(v),
