@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../helpers/pg.js';
-import { fixture, startTestServer, type TestServer } from './helpers.js';
+import { fixture, simplePlaybook, startTestServer, type TestServer } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = join(ROOT, 'dist/cli/index.js');
@@ -144,6 +144,43 @@ describe('run playbook and execution status', () => {
     const bad = await cli(['execution', 'status', 'abc', ...auth()]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('execution id must be a decimal integer');
+  });
+});
+
+describe('waiting for the end', () => {
+  /** Plays the worker for a one-step execution: claim its command and report call.done. */
+  async function finish(executionId: string) {
+    const q = await s.core.db.pool.query('SELECT queue_id FROM queue WHERE execution_id = $1', [executionId]);
+    const qid = String(q.rows[0].queue_id);
+    await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w' });
+    const ack = await s.call('POST', '/api/v2/events', { execution_id: executionId, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w', payload: { response: { ok: 1 }, meta: {} } });
+    expect(ack.statusCode).toBe(200);
+  }
+
+  it('run playbook --wait follows the execution to completed (exit 0)', async () => {
+    await s.call('POST', '/api/catalog/playbook', { content: simplePlaybook('cli/one') });
+    const waiting = cli(['run', 'playbook', 'cli/one', '--wait', ...auth()]);
+    let id: string | undefined;
+    for (let i = 0; i < 50 && !id; i++) {
+      const list = (await s.call('GET', '/api/executions?path=cli/one')).json();
+      id = list.executions[0]?.execution_id;
+      if (!id) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(id).toBeDefined();
+    await finish(id!);
+    const r = await waiting;
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`execution ${id}: completed`);
+    expect(r.stdout).toContain('result:    {"ok":1}');
+  });
+
+  it('execution status --watch exits 1 for a cancelled execution', async () => {
+    const id = (await s.call('POST', '/api/run/playbook', { path: 'cli/one' })).json().execution_id;
+    await s.call('POST', `/api/execution/${id}/cancel`);
+    const r = await cli(['execution', 'status', id, '--watch', '--interval', '100', ...auth()]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain(`execution ${id}: cancelled`);
   });
 });
 
