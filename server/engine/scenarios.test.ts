@@ -1452,6 +1452,160 @@ workflow:
     check: (r) => expect(String((r.state.error as JsonObject).message)).toContain('routing cycle'),
   },
 
+  {
+    name: 'fan-in inside one decision: two routing branches reach a tool step, it runs twice in order',
+    yaml: `
+workflow:
+  - step: start
+    next: [x, y]
+  - step: x
+    next: [{step: join, args: {from: x}}]
+  - step: y
+    next: [{step: join, args: {from: y}}]
+  - step: join
+    tool: {kind: python, code: "x", args: {from: "{{ args.from }}"}}
+`,
+    worker: ({ cmd }) => ({ response: (cmd.tool.args as JsonObject).from }),
+    status: 'completed',
+    calls: ['join', 'join'],
+    result: 'y',
+    check: (r) => {
+      expect(r.decisions[0].commands.map((c) => c.args)).toEqual([{ from: 'x' }]);
+      expect(cmds(r, 'join').map((c) => c.args)).toEqual([{ from: 'x' }, { from: 'y' }]);
+      expect(evs(r, 'step.enter', 'join').map((e) => e.payload.queued ?? false)).toEqual([false, true]);
+      expect(r.state.pending).toEqual({});
+    },
+  },
+  {
+    name: 'case call inside a loop keeps the item open until its follow-up call is done',
+    yaml: `
+workflow:
+  - step: each
+    loop: {in: [1, 2], iterator: n, mode: async}
+    tool: {kind: http, method: GET, url: "http://api/{{ n }}", params: {part: 1}}
+    case:
+      - when: "{{ event.name == 'call.done' and response.part == 1 }}"
+        then:
+          call: {params: {part: 2}}
+`,
+    worker: ({ cmd }) => ok({ part: (cmd.tool.params as JsonObject).part, url: cmd.tool.endpoint as string }),
+    status: 'completed',
+    calls: ['each#0', 'each#1', 'each#0', 'each#1'],
+    result: [env({ part: 2, url: 'http://api/1' }), env({ part: 2, url: 'http://api/2' })],
+  },
+  {
+    name: 'next and result at step.enter on a routing step',
+    yaml: `
+workflow:
+  - step: start
+    case:
+      - when: "{{ event.name == 'step.enter' }}"
+        then:
+          - result: {from: {mode: "{{ payload.mode }}"}}
+          - next: [{step: work, args: {mode: "{{ payload.mode }}"}}]
+    next: [never]
+  - step: work
+    tool: {kind: python, code: "x", args: {m: "{{ args.mode }}"}}
+  - step: never
+`,
+    opts: { payload: { mode: 'fast' } },
+    status: 'completed',
+    check: (r) => {
+      expect(r.state.steps.start.result).toEqual({ mode: 'fast' });
+      expect(cmds(r, 'work')[0].tool.args).toEqual({ m: 'fast' });
+      expect(r.state.steps.never).toBeUndefined();
+    },
+  },
+  {
+    name: 'fail at step.exit fails a completed-looking step',
+    yaml: `
+workflow:
+  - step: s
+    tool: {kind: python, code: "x"}
+    case:
+      - when: "{{ event.name == 'step.exit' and result | length == 0 }}"
+        then: {fail: {message: "no rows"}}
+`,
+    worker: () => ({ response: [] }),
+    status: 'failed',
+    steps: { s: 'failed' },
+    events: ['s:step.exit', 's:case_applied', 's:step_failed', 'execution_failed'],
+  },
+  {
+    name: 'a step args render error fails the step naming the arg',
+    yaml: `
+workflow:
+  - step: s
+    args: {id: "{{ payload.missing.id }}"}
+    tool: {kind: python, code: "x"}
+`,
+    status: 'failed',
+    calls: [],
+    check: (r) => expect((r.state.steps.s.error as JsonObject).field).toBe('args.id'),
+  },
+  {
+    name: 'a loop over an object iterates its {key, value} pairs',
+    yaml: `
+workload: {regions: {eu: 1, us: 2}}
+workflow:
+  - step: each
+    loop: {in: "{{ workload.regions }}", iterator: r, mode: sequential}
+    tool: {kind: python, code: "x", args: {k: "{{ r.key }}", v: "{{ r.value }}"}}
+`,
+    worker: ({ cmd }) => ({ response: cmd.tool.args as Json }),
+    status: 'completed',
+    result: [{ k: 'eu', v: 1 }, { k: 'us', v: 2 }],
+  },
+  {
+    name: 'legacy pagination per loop item',
+    yaml: `
+workflow:
+  - step: each
+    loop:
+      in: [a, b]
+      iterator: org
+      mode: sequential
+      pagination:
+        type: response_based
+        continue_while: "{{ response.data.page < 2 }}"
+        next_page: {params: {page: "{{ response.data.page + 1 }}"}}
+        merge_strategy: append
+        merge_path: data.items
+    tool: {kind: http, method: GET, url: "http://api/{{ org }}", params: {page: 1}}
+`,
+    worker: ({ cmd }) => {
+      const page = (cmd.tool.params as JsonObject).page as number;
+      return ok({ page, items: [`${String(cmd.tool.endpoint).slice(-1)}${page}`] });
+    },
+    status: 'completed',
+    calls: ['each#0', 'each#0', 'each#1', 'each#1'],
+    result: [['a1', 'a2'], ['b1', 'b2']],
+  },
+  {
+    name: 'async loop answered in shuffled order with duplicates and claims: state and fold agree',
+    yaml: `
+workflow:
+  - step: each
+    loop: {in: "{{ range(12) | list }}", iterator: i, mode: async, max_in_flight: 5}
+    tool: {kind: python, code: "x", args: {i: "{{ i }}"}}
+    case:
+      - when: "{{ event.name == 'call.done' and i % 3 == 0 }}"
+        then: {collect: {from: "{{ i }}", into: threes, mode: append}}
+      - when: "{{ event.name == 'step.exit' }}"
+        then: {set: {ctx: {threes: "{{ threes | sort }}"}}}
+    vars: {n: "{{ result | length }}"}
+`,
+    opts: { order: 'shuffle', duplicate: true, claim: true },
+    worker: ({ cmd }) => ({ response: (cmd.tool.args as JsonObject).i as number }),
+    status: 'completed',
+    result: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    check: (r) => {
+      expect(r.maxOpen.each).toBe(5);
+      expect(r.state.vars).toEqual({ n: 12 });
+      expect(r.duplicatesIgnored).toBe(12);
+    },
+  },
+
   // ------------------------------------------------------------------ idempotence, claims, cancel
   {
     name: 'duplicate delivery of every call.done (with claims) changes nothing the second time',
