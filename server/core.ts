@@ -23,7 +23,7 @@ import { silentCoreLogger, type CoreLogger } from './executions/types.js';
 import type { Db, ExecutionHooks, ServerDeps } from './services.js';
 import { PgCatalogService } from './store/catalog-service.js';
 import { migrate } from './store/migrate.js';
-import { Sweeper } from './sweeper.js';
+import { Sweeper, type SweeperTask } from './sweeper.js';
 
 export interface ServerCoreConfig {
   databaseUrl: string;
@@ -38,8 +38,8 @@ export interface ServerCoreConfig {
   serverUrl: string;
   /** ExecutionHooks, or a factory given the core's Db (the credentials module needs it). */
   hooks?: ExecutionHooks | ((db: Db) => ExecutionHooks);
-  /** Extra sweeper tasks (e.g. keychain/vars expiry), built with the core's Db. */
-  sweeperTasks?: (db: Db) => Array<{ name: string; run: () => Promise<unknown> }>;
+  /** Extra sweeper tasks (e.g. keychain/vars expiry), built with the core's Db; each runs at most every `intervalMs` (default 10 s). */
+  sweeperTasks?: (db: Db) => SweeperTask[];
   sweeperIntervalMs?: number;
   /** Republish a queued row whose last notification is older than this (default 120 s). */
   republishAfterMs?: number;

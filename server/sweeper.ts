@@ -32,8 +32,14 @@ export interface SweeperOptions {
   batch?: number;
   /** Heartbeat period of the runtime row, default 15 000 ms. */
   heartbeatMs?: number;
-  /** Extra periodic tasks run after the core ones (errors logged). */
-  tasks?: Array<{ name: string; run: () => Promise<unknown> }>;
+  /** Extra periodic tasks run after the core ones (errors logged), each at most every `intervalMs` (default 10 s). */
+  tasks?: SweeperTask[];
+}
+
+export interface SweeperTask {
+  name: string;
+  run: () => Promise<unknown>;
+  intervalMs?: number;
 }
 
 export interface SweepResult {
@@ -49,6 +55,7 @@ export class Sweeper {
   private stopped = true;
   private closing = false;
   private lastHeartbeat = 0;
+  private readonly lastTaskRun = new Map<string, number>();
 
   constructor(private readonly o: SweeperOptions) {}
 
@@ -113,6 +120,8 @@ export class Sweeper {
       }
     }
     for (const t of this.o.tasks ?? []) {
+      if (Date.now() - (this.lastTaskRun.get(t.name) ?? 0) < (t.intervalMs ?? 10_000)) continue;
+      this.lastTaskRun.set(t.name, Date.now());
       try {
         await t.run();
       } catch (err) {

@@ -232,7 +232,14 @@ workflow:
   });
 
   it('the sweeper loop runs by itself and heartbeats the server runtime row', async () => {
-    const core = await testCore(tdb.url, { serverName: 'looping', sweeper: true, sweeperIntervalMs: 50 });
+    let taskRuns = 0;
+    const core = await testCore(tdb.url, {
+      serverName: 'looping', sweeper: true, sweeperIntervalMs: 50,
+      sweeperTasks: () => [
+        { name: 'failing', intervalMs: 0, run: async () => { throw new Error('task failed'); } },
+        { name: 'counting', intervalMs: 0, run: async () => { taskRuns++; } },
+      ],
+    });
     try {
       const { rows: [before] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
       const run = await core.deps.executions.start({ path: 'o/one' });
@@ -243,6 +250,7 @@ workflow:
       m.ack();
       const { rows: [after] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
       expect(new Date(after.last_heartbeat).getTime()).toBeGreaterThanOrEqual(new Date(before.last_heartbeat).getTime());
+      expect(taskRuns).toBeGreaterThan(0); // extra tasks run, a failing one does not stop the others
       await core.deps.executions.cancel(run.execution_id);
     } finally {
       await core.stop();
