@@ -98,6 +98,13 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
     throw err;
   }
   logger.info({ address, serverUrl: config.serverUrl, auth: config.apiToken ? 'bearer token' : 'none' }, 'playflow server listening');
+  if (!config.apiToken) {
+    logger.warn(
+      { sqlApi: config.sqlApi },
+      'PLAYFLOW_API_TOKEN is not set: the API is open to anyone who can reach it' +
+        (config.sqlApi ? ', including POST /api/postgres/execute (set PLAYFLOW_SQL_API=off to disable it)' : ''),
+    );
+  }
 
   let stopping: Promise<void> | undefined;
   const stop = () => {

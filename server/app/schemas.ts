@@ -129,7 +129,7 @@ export const sharedSchemas = [
     required: ['playbooks', 'count'],
     properties: {
       playbooks: { type: 'array', items: { $ref: 'CatalogSummary#' } },
-      count: { type: 'integer' },
+      count: { type: 'integer', description: 'items in this page' },
       limit: { type: 'integer' },
       offset: { type: 'integer' },
     },
@@ -183,7 +183,7 @@ export const sharedSchemas = [
     required: ['executions', 'count'],
     properties: {
       executions: { type: 'array', items: { $ref: 'Execution#' } },
-      count: { type: 'integer' },
+      count: { type: 'integer', description: 'items in this page' },
       limit: { type: 'integer' },
       offset: { type: 'integer' },
     },

@@ -210,6 +210,14 @@ export function installRequestMetrics(app: FastifyInstance) {
 
 /** A schema with its OpenAPI tag; every route must have one so /docs groups it. */
 export function routeSchema(tag: string, summary: string, schema: FastifySchema & { description?: string }): FastifySchema {
+  const response = schema.response as Record<string, Record<string, unknown>> | undefined;
+  if (response) {
+    for (const [code, r] of Object.entries(response)) {
+      if (r && typeof r === 'object' && r.description === undefined && /^2/.test(code)) {
+        response[code] = { ...r, description: code === '201' ? 'Created' : 'OK' };
+      }
+    }
+  }
   return { tags: [tag], summary, ...schema } as FastifySchema;
 }
 
