@@ -157,6 +157,16 @@ workflow:
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
+metadata: { name: secret_tool, path: w/secret_tool }
+workflow:
+  - step: fetch_secret
+    tool: { kind: secret, provider: env, name: PF_WORKER_E2E_SECRET, keychain: api_key }
+    next: use
+  - step: use
+    tool: { kind: http, endpoint: "${api.url}/whoami", headers: { Authorization: "Key {{ keychain.api_key.value }}" } }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
 metadata: { name: nokey, path: w/nokey }
 keychain:
   - name: gone
@@ -304,6 +314,26 @@ describe('worker runtime against the real server', () => {
       expect(issued).toContain('keychain.api_token.access_token');
       expect(issued).not.toContain('tok-123');
     } finally {
+      await rt.stop();
+    }
+  });
+
+  it('the secret tool stores into the keychain through the worker\'s client; a later step reads it', async () => {
+    process.env.PF_WORKER_E2E_SECRET = 'env-secret-42';
+    const c = new PlayflowClient({ baseUrl: base });
+    const rt = new WorkerRuntime({ broker: core.broker, client: c, workerId: 'w-secret', python: false });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/secret_tool', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status, JSON.stringify(done.error)).toBe('completed');
+      const events = (await c.getEvents(run.execution_id)).events;
+      const calls = events.filter((e) => e.name === 'call.done');
+      expect((calls[0].payload as any).response).toMatchObject({ status: 'stored', keychain_name: 'api_key', fields: ['value'] });
+      expect(JSON.stringify(calls[0])).not.toContain('env-secret-42');
+      expect((calls[1].payload as any).response.data).toEqual({ authorization: 'Key env-secret-42' });
+    } finally {
+      delete process.env.PF_WORKER_E2E_SECRET;
       await rt.stop();
     }
   });

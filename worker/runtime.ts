@@ -31,10 +31,11 @@ import type { ClaimedCommand, CommandNotification, WorkerEvent } from '../client
 import { SecretsClient } from '../client/secrets.js';
 import { createAuthResolver } from './auth.js';
 import { createKeychainPreparer } from './keychain.js';
+import { createSecretTool } from './tools/secret.js';
 import type { Json, JsonObject, Tool } from '../playbook/types.js';
 import type { Broker, BrokerMessage, ConsumerHandle } from '../server/broker/types.js';
 import { createWorkerMetrics, startSideServer, type SideServer, type WorkerMetrics } from './metrics.js';
-import { fail, runTool, ToolConfigError, WorkerFault, type ResolveAuth, type ToolContext, type ToolLogger, type ToolOutcome } from './tools/index.js';
+import { fail, runTool, ToolConfigError, WorkerFault, type ResolveAuth, type ToolContext, type ToolRunner, type ToolLogger, type ToolOutcome } from './tools/index.js';
 import { closePostgresPools } from './tools/postgres.js';
 import { closePythonPool, configurePython, pythonPool } from './tools/python.js';
 import { configureFile } from './tools/file.js';
@@ -140,6 +141,8 @@ export class WorkerRuntime {
   private started = false;
   private stopping: Promise<void> | null = null;
   private readonly prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
+  /** Tools bound to this worker's client (the `secret` tool writes the keychain through it). */
+  private readonly runners: Record<string, ToolRunner> = {};
 
   constructor(opts: WorkerRuntimeOptions) {
     this.o = opts;
@@ -152,6 +155,7 @@ export class WorkerRuntime {
           logger: { info: (m, f) => this.log.info({ ...f }, m), warn: (m, f) => this.log.warn({ ...f }, m) },
         })
         : undefined);
+    if (opts.client.request) this.runners.secret = createSecretTool({ client: new SecretsClient(opts.client as Required<Pick<PlayflowClient, 'request'>>) });
     this.workerId = opts.workerId ?? `${hostname()}-${process.pid}`;
     this.metrics = opts.metrics ?? createWorkerMetrics();
     this.log = opts.logger ?? silent;
@@ -372,7 +376,14 @@ export class WorkerRuntime {
       step: cmd.step,
       resolveAuth: this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client),
       workbook: cmd.workbook,
-      template: { ...(cmd.context ?? {}), execution_id: cmd.execution_id } as unknown as JsonObject,
+      template: {
+        ...(cmd.context ?? {}),
+        execution_id: cmd.execution_id,
+        catalog_id: cmd.catalog_id,
+        root_execution_id: cmd.root_execution_id,
+        parent_execution_id: cmd.parent_execution_id,
+      } as unknown as JsonObject,
+      runners: this.runners,
       signal,
       logger: this.toolLogger(cmd),
       prepareTool: this.prepareTool

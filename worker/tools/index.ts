@@ -4,9 +4,10 @@
  * `'internal'`) — the failure is reported as a call.done event, not retried by the broker. Only a
  * WorkerFault propagates (the runtime naks the message).
  *
- * `playbook` is not a tool call: the runtime asks the server to start the child. `secret` is
- * registered by the keychain module (`registerTool('secret', …)`).
+ * `playbook` is not a tool call: the runtime asks the server to start the child. `secret` needs
+ * the worker's server client: the runtime passes it in `ctx.runners` (worker/tools/secret.ts).
  */
+import { ApiError } from '../../client/http.js';
 import type { ToolKind } from '../../playbook/types.js';
 import { runConsole } from './console.js';
 import { runDuckdb } from './duckdb.js';
@@ -35,12 +36,14 @@ export function hasTool(kind: string): boolean {
 export async function runTool(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
   if (!tool || typeof tool !== 'object' || typeof tool.kind !== 'string') return fail('tool has no kind', { code: 'bad_config' });
   if (tool.kind === 'playbook') return fail('playbook tools are started by the worker runtime, not run as a tool call', { code: 'bad_config' });
-  const runner = registry.get(tool.kind);
+  const runner = ctx.runners?.[tool.kind] ?? registry.get(tool.kind);
   if (!runner) return fail(`tool kind '${tool.kind}' is not available in this worker`, { code: 'unsupported_kind' });
   try {
     return await runner(tool, ctx);
   } catch (err) {
     if (err instanceof WorkerFault) throw err;
+    // The Playflow server unreachable (or failing) from inside a tool (secret, keychain): redeliver.
+    if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) throw new WorkerFault(`${tool.kind}: ${err.message}`, { cause: err });
     if (err instanceof ToolConfigError) return fail(err.message, { code: 'bad_config' });
     return fail(`${tool.kind} tool failed: ${(err as Error)?.message ?? String(err)}`, { code: 'internal' });
   }

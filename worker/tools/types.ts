@@ -56,6 +56,8 @@ export interface ToolContext {
   /** Finishes a tool config rendered late (a workbook task): secret references such as
    *  `{{ keychain.x.y }}`. Supplied by the runtime (the keychain module's renderer). */
   prepareTool?: (tool: Tool) => Promise<Tool>;
+  /** Per-worker runners consulted before the global registry (e.g. `secret`, bound to this worker's client). */
+  runners?: Record<string, ToolRunner>;
 }
 
 export type ToolRunner = (tool: Tool, ctx: ToolContext) => Promise<ToolOutcome>;
