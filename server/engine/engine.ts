@@ -250,7 +250,7 @@ class Builder {
         args = { ...(isObject(defaults) ? defaults : {}), ...incoming };
       }
       if (def.loop && hasItems(def)) {
-        const raw = typeof def.loop.in === 'string' ? render(def.loop.in, stepContext(this.base(), s, { step: name, args }), 'loop.in') : def.loop.in;
+        const raw = render(def.loop.in, stepContext(this.base(), s, { step: name, args }), 'loop.in');
         if (raw === null || raw === undefined || raw === '') items = [];
         else if (Array.isArray(raw)) items = raw;
         else if (isObject(raw)) items = Object.entries(raw).map(([key, value]) => ({ key, value }));
@@ -800,7 +800,7 @@ function sinkOf(then: RetryThen): Tool | undefined {
 }
 
 function firstCollectPolicy(def: Step): number | undefined {
-  const i = (def.retry ?? []).findIndex((p) => p.then.collect && !/(?<![\w.])error\b/.test(p.when.replace(/'[^']*'|"[^"]*"/g, "''")));
+  const i = (def.retry ?? []).findIndex((p) => p.then.collect && !/(?<![\w.])error\b/.test(String(p.when).replace(/'[^']*'|"[^"]*"/g, "''")));
   return i >= 0 ? i : undefined;
 }
 

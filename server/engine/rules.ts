@@ -42,7 +42,7 @@ const CALL_REFS = /(?<![\w.])(response|error|result|page|pages|_retry)\b/;
 export function caseEvents(entry: CaseEntry): ReadonlySet<string> {
   let set = entryEvents.get(entry);
   if (!set) {
-    set = classify(entry.when ?? '');
+    set = classify(String(entry.when ?? ''));
     entryEvents.set(entry, set);
   }
   return set;

@@ -1544,6 +1544,19 @@ workflow:
     check: (r) => expect((r.state.steps.s.error as JsonObject).field).toBe('args.id'),
   },
   {
+    name: 'a literal loop list is rendered too',
+    yaml: `
+workload: {a: 1}
+workflow:
+  - step: each
+    loop: {in: ["{{ workload.a }}", 2], iterator: v, mode: sequential}
+    tool: {kind: python, code: "x", args: {v: "{{ v }}"}}
+`,
+    worker: ({ cmd }) => ({ response: (cmd.tool.args as JsonObject).v as number }),
+    status: 'completed',
+    result: [1, 2],
+  },
+  {
     name: 'a loop over an object iterates its {key, value} pairs',
     yaml: `
 workload: {regions: {eu: 1, us: 2}}
