@@ -313,7 +313,10 @@ function checkAst(ast: any): void {
     if (t === 'Symbol') checkName(n.value);
     if (t === 'Literal' && n.value instanceof RegExp) throw new TemplateSyntaxError('regular expression literals are not supported');
     if (t === 'LookupVal' && n.val instanceof nodes.Literal) checkName(n.val.value);
-    if (t === 'Filter') checkName(n.name.value);
+    if (t === 'Filter') {
+      checkName(n.name.value);
+      if (!Object.prototype.hasOwnProperty.call(env.filters, n.name.value)) throw new TemplateSyntaxError(`unknown filter '${n.name.value}'`);
+    }
     // `{'__proto__': x}` would compile to an object literal whose prototype is x.
     if (t === 'Pair' && n.key instanceof nodes.Literal) checkName(n.key.value);
   });
@@ -502,6 +505,10 @@ function parse(src: string): any {
 
 export function cleanNunjucksMessage(e: unknown): string {
   const msg = e instanceof Error ? e.message : String(e);
+  const pos = e as { lineno?: number; colno?: number; firstUpdate?: boolean };
+  if (!/\[Line \d+/.test(msg) && typeof pos.lineno === 'number' && typeof pos.colno === 'number') {
+    return `${msg.replace(/^\(unknown path\)\s*/, '').trim()} (line ${pos.lineno}, column ${pos.colno})`;
+  }
   // nunjucks: "(unknown path) [Line 1, Column 5]\n  parseAggregate: expected comma after expression"
   const m = /\[Line (\d+), Column (\d+)\]\s*\n?\s*(?:Error: )?([\s\S]*)$/.exec(msg);
   if (m) return `${m[3].trim()} (line ${m[1]}, column ${m[2]})`;

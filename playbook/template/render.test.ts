@@ -153,14 +153,16 @@ describe('errors', () => {
     const e = err(() => renderString('{{ n + }}', ctx, { field: 'tool.params.page' }));
     expect(e.kind).toBe('syntax');
     expect(e.field).toBe('tool.params.page');
-    expect(e.message).toMatch(/^'\{\{ n \+ \}\}' in tool\.params\.page: template syntax error: /);
+    expect(e.message).toMatch(/^'\{\{ n \+ \}\}' in tool\.params\.page: template syntax error: .* \(line 1, column \d+\)$/);
   });
   it('unclosed blocks are syntax errors', () => {
     expect(err(() => renderString('{% if n %}x', ctx, { field: 'f' })).kind).toBe('syntax');
   });
-  it('unknown filters are reported', () => {
+  it('unknown filters are syntax errors naming the filter, also in conditions', () => {
     const e = err(() => renderString('{{ n | nosuchfilter }}', ctx, { field: 'f' }));
-    expect(e.message).toContain('nosuchfilter');
+    expect(e.message).toBe("'{{ n | nosuchfilter }}' in f: template syntax error: unknown filter 'nosuchfilter'");
+    expect(e.kind).toBe('syntax');
+    expect(() => evalCondition('n | nosuchfilter', ctx)).toThrow(/unknown filter/);
   });
   it('calling an undefined function names it', () => {
     const e = err(() => renderString('{{ nofn(1) }}', ctx, { field: 'f' }));
