@@ -181,3 +181,36 @@ describe('jetstream configuration', () => {
     await b.close();
   });
 });
+
+describe('jetstream recovery', () => {
+  it('a broker created while NATS is unreachable recovers in place once it is reachable', async () => {
+    const net = await import('node:net');
+    const target = new URL(BROKER_URL.replace(/^nats:/, 'http:'));
+    // a plain TCP relay in front of the real NATS, started later on a port chosen now
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const names = uniqueBrokerNames('R');
+    created.push(names);
+    const b = new JetStreamBroker({ url: `nats://127.0.0.1:${port}`, ...names, timeoutMs: 500, reconnectBackoffMs: 200 });
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 4222), target.hostname);
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    try {
+      await expect(b.publish(note(1))).rejects.toThrow();
+      await new Promise<void>((r) => relay.listen(port, '127.0.0.1', r));
+      await sleep(300); // past the reconnect backoff
+      await b.publish(note(2));
+      const [m] = await b.fetch({ max: 1, expiresMs: 2000 });
+      expect(m.data.queue_id).toBe('2');
+      m.ack();
+    } finally {
+      await b.close();
+      await new Promise<void>((r) => relay.close(() => r()));
+    }
+  });
+});
