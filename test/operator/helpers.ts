@@ -2,7 +2,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { FakeKubeServer, Obj } from '../fake-k8s/server.js';
 
 /** Polls `fn` until it returns without throwing (assertions inside), or fails with its last error. */
-export async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
+export async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 20_000, intervalMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
