@@ -321,6 +321,37 @@ workflow:
     check: (r) => expect(r.commands[1].available_at - (T0 + 10)).toBe(12000),
   },
   {
+    name: 'jitter: false (or a fraction) on a retry policy controls the random spread',
+    yaml: `
+workflow:
+  - step: exact
+    tool: {kind: http, method: GET, url: "http://api/x"}
+    retry:
+      - when: "{{ error }}"
+        then: {max_attempts: 2, initial_delay: 10}
+    next: [spread]
+  - step: spread
+    tool: {kind: http, method: GET, url: "http://api/y"}
+    retry:
+      - when: "{{ error }}"
+        then: {max_attempts: 2, initial_delay: 10}
+`,
+    // the parser does not carry jitter yet: set it on the normalised policies
+    edit: (p) => {
+      (p.workflow[0].retry![0].then as { jitter?: unknown }).jitter = false;
+      (p.workflow[1].retry![0].then as { jitter?: unknown }).jitter = 0.5;
+    },
+    opts: { random: () => 0 },
+    worker: ({ cmd }) => (cmd.attempt === 1 ? httpError(500) : ok(1)),
+    status: 'completed',
+    check: (r) => {
+      const [e1, e2, s1, s2] = r.commands;
+      expect([e1.step, e2.step, s1.step, s2.step]).toEqual(['exact', 'exact', 'spread', 'spread']);
+      expect(e2.available_at - (T0 + 10)).toBe(10_000);
+      expect(s2.available_at - (e2.available_at + 20)).toBe(5_000);
+    },
+  },
+  {
     name: 'case call re-invokes the tool with overrides merged into the last config',
     yaml: `
 workflow:
