@@ -155,6 +155,10 @@ export function makeTests(): Record<string, Fn> {
     empty: (v) => !truthy(v),
     escaped: () => false,
   };
+  // `x is None` / `x is True` (Python spellings; Jinja's names are lowercase)
+  tests.None = tests.none;
+  tests.True = tests.true;
+  tests.False = tests.false;
   return tests;
 }
 

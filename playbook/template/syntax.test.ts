@@ -110,6 +110,7 @@ describe('Jinja expression constructs', () => {
     expect(E("s is in 'xabcx'")).toBe(true);
     expect(E('f is sameas false')).toBe(true);
     expect(E('t is true and nul is none and f is false')).toBe(true);
+    expect(E('nul is None and t is True and f is False and n is not None')).toBe(true);
     expect(E('n is gt 2 and n is ge 3 and n is lt 4')).toBe(true);
     expect(E('n is defined and n is number')).toBe(true);
     expect(E("'y' if n is odd else 'n'")).toBe('y');
