@@ -8,6 +8,7 @@ import { ApiError, PlayflowClient, encodeCatalogPath } from './http.js';
 interface Seen { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }
 let seen: Seen[] = [];
 let answer: { status: number; body: string; type?: string } = { status: 200, body: '{}' };
+let answerFn: ((url: string) => { status: number; body: string }) | undefined;
 let server: http.Server;
 let baseUrl: string;
 
@@ -17,8 +18,9 @@ beforeAll(async () => {
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
-      res.writeHead(answer.status, { 'content-type': answer.type ?? 'application/json' });
-      res.end(answer.body);
+      const a = answerFn ? answerFn(req.url!) : answer;
+      res.writeHead(a.status, { 'content-type': 'application/json' });
+      res.end(a.body);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -85,6 +87,31 @@ describe('PlayflowClient', () => {
     reply(503, { status: 'degraded', version: '0', uptime_seconds: 1, checks: {} });
     const h = await new PlayflowClient({ baseUrl }).health();
     expect(h.status).toBe('degraded');
+  });
+
+  it('waits for an execution to end', async () => {
+    const statuses = ['started', 'running', 'completed'];
+    let i = 0;
+    answerFn = () => ({ status: 200, body: JSON.stringify({ execution_id: '3', status: statuses[Math.min(i++, 2)] }) });
+    const ex = await new PlayflowClient({ baseUrl }).waitForExecution(3, { intervalMs: 5 });
+    expect(ex.status).toBe('completed');
+    expect(i).toBe(3);
+    answerFn = () => ({ status: 200, body: JSON.stringify({ execution_id: '3', status: 'running' }) });
+    const err = await new PlayflowClient({ baseUrl }).waitForExecution('3', { intervalMs: 5, timeoutMs: 30 }).catch((e) => e);
+    expect(err).toMatchObject({ status: 0, code: 'timeout' });
+    answerFn = undefined;
+  });
+
+  it('iterates every event page by page', async () => {
+    const pages: Record<string, unknown> = {
+      '': { execution_id: '1', events: [{ seq: 1 }, { seq: 2 }], next_after: 2 },
+      '2': { execution_id: '1', events: [{ seq: 3 }], next_after: null },
+    };
+    answerFn = (url) => ({ status: 200, body: JSON.stringify(pages[new URL(url, 'http://x').searchParams.get('after') ?? '']) });
+    const seqs: number[] = [];
+    for await (const e of new PlayflowClient({ baseUrl }).iterateEvents('1', { pageSize: 2 })) seqs.push(e.seq);
+    expect(seqs).toEqual([1, 2, 3]);
+    answerFn = undefined;
   });
 
   it('reports an unreachable server as status 0', async () => {

@@ -133,7 +133,35 @@ export class PlayflowClient {
     return this.request('POST', `/api/execution/${idPath(id)}/cancel`, { body: {} });
   }
 
+  /**
+   * Polls until the execution is completed, failed or cancelled and returns it. Throws an
+   * ApiError `timeout` (status 0) when it has not ended within `timeoutMs` (default 60 s).
+   */
+  async waitForExecution(id: IdLike, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<ExecutionView> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+    const interval = opts.intervalMs ?? 500;
+    for (;;) {
+      const ex = await this.getExecution(id);
+      if (ex.status === 'completed' || ex.status === 'failed' || ex.status === 'cancelled') return ex;
+      if (Date.now() + interval > deadline) {
+        throw new ApiError(0, 'timeout', `execution ${String(id)} still ${ex.status} after ${opts.timeoutMs ?? 60_000} ms`);
+      }
+      await new Promise((r) => setTimeout(r, interval));
+    }
+  }
+
   // ---- events -----------------------------------------------------------------------------
+
+  /** Every event of an execution from `after` on, page by page (ordered by seq). */
+  async *iterateEvents(id: IdLike, opts: { after?: number; pageSize?: number } = {}): AsyncGenerator<EventsPage['events'][number]> {
+    let after = opts.after;
+    for (;;) {
+      const page = await this.getEvents(id, { after, limit: opts.pageSize ?? 500 });
+      yield* page.events;
+      if (page.next_after === null || page.events.length === 0) return;
+      after = page.next_after;
+    }
+  }
 
   /** GET /api/events/{id}; pass the answer's `next_after` as `after` to page on. */
   getEvents(id: IdLike, opts: { after?: number; limit?: number } = {}): Promise<EventsPage> {
