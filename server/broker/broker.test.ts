@@ -214,3 +214,25 @@ describe('jetstream recovery', () => {
     }
   });
 });
+
+describe('jetstream stream deleted under a running broker', () => {
+  it('the next publish after a failure re-creates the stream and the consumer', async () => {
+    const names = uniqueBrokerNames('X');
+    created.push(names);
+    const b = new JetStreamBroker({ url: BROKER_URL, ...names });
+    try {
+      await b.ensure();
+      const nc = await connect({ servers: BROKER_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(names.stream);
+      await nc.close();
+      await expect(b.publish(note(1))).rejects.toThrow();
+      await b.publish(note(2));
+      const [m] = await b.fetch({ max: 1, expiresMs: 2000 });
+      expect(m.data.queue_id).toBe('2');
+      m.ack();
+    } finally {
+      await b.close();
+    }
+  });
+});

@@ -179,7 +179,12 @@ export class JetStreamBroker implements Broker {
     await this.connection();
     if (!this.ensured) await this.ensure();
     const body = JSON.stringify({ execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, server_url: n.server_url });
-    await this.js!.publish(this.settings.subject, body, { timeout: this.timeout });
+    try {
+      await this.js!.publish(this.settings.subject, body, { timeout: this.timeout });
+    } catch (err) {
+      this.ensured = false; // e.g. the stream was deleted: the next publish re-creates it
+      throw err;
+    }
   }
 
   async fetch(opts: FetchOptions = {}): Promise<BrokerMessage[]> {
