@@ -166,3 +166,19 @@ describe('normalizePlaybook', () => {
     expect(issues.errors.map((e) => e.path)).toEqual(['workflow[0].retry.on_success.while']);
   });
 });
+
+describe('v1 documents', () => {
+  const v1 = (workflow: unknown[]) => {
+    const issues = new Issues();
+    normalizePlaybook({ apiVersion: 'noetl.io/v1', kind: 'Playbook', metadata: { name: 'x' }, workflow }, issues);
+    return issues.errors.map((e) => e.path);
+  };
+
+  it('refuses a step-level when, which has no automatic v2 equivalent', () => {
+    expect(v1([{ step: 'a', type: 'python', code: 'x', when: '{{ ok }}' }])).toEqual(['workflow[0].when']);
+  });
+
+  it('refuses inline attributes on a step without type instead of dropping them', () => {
+    expect(v1([{ step: 'a', tool: { kind: 'http', endpoint: 'e' }, headers: { A: '1' } }])).toEqual(['workflow[0].headers']);
+  });
+});

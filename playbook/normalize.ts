@@ -46,7 +46,7 @@ export const ACTION_NAMES = ['call', 'retry', 'collect', 'sink', 'set', 'result'
 
 /** v1 `type` spellings that are not v2 kind names. */
 const V1_KIND_ALIASES: Record<string, ToolKind> = { secrets: 'secret', playbooks: 'playbook' };
-const ROUTING_TYPES = new Set(['start', 'end', 'router']);
+const ROUTING_TYPES = new Set(['start', 'end']);
 
 const LOOP_VAR = /(?<![\w.])_loop\.(index|count)\b/g;
 const WHOLE_TEMPLATE = /^\s*\{\{([\s\S]*)\}\}\s*$/;
@@ -220,13 +220,24 @@ class Normalizer {
     if (sources.length > 1) {
       this.issues.error([...path, sources[1]], `a step has one tool: '${sources[0]}' and '${sources[1]}' both define it; keep only 'tool'`);
     }
+    if (this.v1 && raw.when !== undefined) {
+      this.issues.error([...path, 'when'], "step-level 'when' cannot be converted automatically; route from the previous step with a case entry: case: [{when: <condition>, then: {next: [{step: <this step>}]}}]");
+    }
+    if (this.v1 && raw.type === undefined) {
+      // Without `type` nothing lifts inline attributes, so they would be silently ignored.
+      for (const k of Object.keys(raw)) {
+        if (!(STEP_FIELDS as readonly string[]).includes(k) && !['with', 'when', 'as'].includes(k)) {
+          this.issues.error([...path, k], `unknown step field '${k}'; tool attributes belong under 'tool' (or give the step a 'type' in a v1 document)`);
+        }
+      }
+      if (isPlainObject(raw.with)) {
+        step.args = { ...toObject(raw.with), ...(step.args ?? {}) };
+        this.issues.warn([...path, 'with'], "deprecated: step-level 'with' is 'args' in v2");
+      }
+    }
     if (raw.tool !== undefined) return this.tool(raw.tool, [...path, 'tool']);
     if (raw.call !== undefined) return this.legacyCall(raw.call, [...path, 'call']);
     if (this.v1 && raw.type !== undefined) return this.v1Tool(raw, path, step);
-    if (this.v1 && isPlainObject(raw.with)) {
-      step.args = { ...toObject(raw.with), ...(step.args ?? {}) };
-      this.issues.warn([...path, 'with'], "deprecated: step-level 'with' is 'args' in v2");
-    }
     return undefined;
   }
 

@@ -31,7 +31,9 @@ function formatBytes(n: number): string {
 function yamlError(e: YAMLError): PlaybookIssue {
   const pos = e.linePos?.[0];
   const where = pos ? `line ${pos.line}, column ${pos.col}: ` : '';
-  const first = e.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+  let first = e.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+  // The library's wording names its own API; say what the author should do instead.
+  if (e.code === 'MULTIPLE_DOCS') first = 'the file holds several YAML documents (---); a playbook is one document';
   return { path: '', message: `invalid YAML at ${where}${first}`, severity: 'error' };
 }
 

@@ -21,7 +21,10 @@ function apiVersionChecks(doc: Record<string, unknown>, issues: Issues): void {
   if (v === undefined) {
     issues.error('apiVersion', `missing apiVersion; write apiVersion: playflow.io/v2`);
   } else if (!(API_VERSIONS as readonly unknown[]).includes(v)) {
-    issues.error('apiVersion', `unsupported apiVersion ${JSON.stringify(v)}; accepted: ${API_VERSIONS.join(', ')}`);
+    const cr = typeof v === 'string' && /alpha|beta/.test(v) && isPlainObject(doc.spec)
+      ? '; this looks like a Kubernetes custom resource: validate the playbook document it was made from, or its spec with apiVersion playflow.io/v2'
+      : '';
+    issues.error('apiVersion', `unsupported apiVersion ${JSON.stringify(v)}; accepted: ${API_VERSIONS.join(', ')}${cr}`);
   }
   if (doc.kind === undefined) issues.error('kind', 'missing kind; write kind: Playbook');
   else if (doc.kind !== 'Playbook') issues.error('kind', `kind must be 'Playbook', got ${JSON.stringify(doc.kind)}`);
