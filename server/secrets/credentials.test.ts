@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type SecretsHarness } from './test-helpers.js';
+import { createSecretsServices } from './index.js';
 
 let h: SecretsHarness;
 beforeAll(async () => {
@@ -191,5 +192,38 @@ describe('worker read and delete', () => {
     const id = (await get('/api/credentials/noschema')).json().id;
     expect((await h.app.inject({ method: 'DELETE', url: `/api/credentials/${id}` })).statusCode).toBe(200);
     expect((await h.app.inject({ method: 'DELETE', url: `/api/credentials/${id}` })).statusCode).toBe(404);
+  });
+});
+
+describe('OpenAPI', () => {
+  it('publishes every credentials, keychain and vars endpoint with its tag', async () => {
+    const doc = (await get('/docs/json')).json();
+    const paths = doc.paths as Record<string, Record<string, { tags?: string[] }>>;
+    const expected: Array<[string, string[], string]> = [
+      ['/api/credentials', ['get', 'post'], 'credentials'],
+      ['/api/credentials/{identifier}', ['get', 'delete'], 'credentials'],
+      ['/api/credential/{credential_key}', ['get'], 'credentials'],
+      ['/api/keychain/{catalog_id}/{keychain_name}', ['get', 'post', 'delete'], 'keychain'],
+      ['/api/keychain/catalog/{catalog_id}', ['get'], 'keychain'],
+      ['/api/vars/{execution_id}', ['get', 'post'], 'vars'],
+      ['/api/vars/{execution_id}/{var_name}', ['get', 'delete'], 'vars'],
+    ];
+    for (const [path, methods, tag] of expected) {
+      expect(Object.keys(paths[path] ?? {}).sort(), path).toEqual([...methods].sort());
+      for (const m of methods) expect(paths[path][m].tags).toEqual([tag]);
+    }
+  });
+});
+
+describe('authentication cache lifetime', () => {
+  it('is configurable with PLAYFLOW_AUTH_CACHE_TTL_SECONDS', async () => {
+    const svc = createSecretsServices(h.db, { cipher: h.cipher, env: { PLAYFLOW_AUTH_CACHE_TTL_SECONDS: '60' } }).deps.credentials;
+    await svc.upsert({ name: 'ttl60', type: 'basic', data: { username: 'u', password: 'p' } });
+    const got = await svc.get('ttl60', { include_data: true });
+    const left = new Date(got.cache!.expires_at).getTime() - Date.now();
+    expect(left).toBeGreaterThan(50_000);
+    expect(left).toBeLessThanOrEqual(60_000);
+    expect(() => createSecretsServices(h.db, { cipher: h.cipher, env: { PLAYFLOW_AUTH_CACHE_TTL_SECONDS: 'soon' } }))
+      .toThrow('PLAYFLOW_AUTH_CACHE_TTL_SECONDS must be a positive integer (seconds), got "soon"');
   });
 });

@@ -20,18 +20,34 @@ export { KeychainService, DEFAULT_TTL, cacheKeyFor, withRenewDefaults } from './
 export { VarsService, VAR_TYPES } from './vars.js';
 export { createSecretsHooks, secretsHooks } from './hooks.js';
 export { sweepExpired } from './sweep.js';
+import { sweepExpired, type SweepOptions } from './sweep.js';
 export { validateData } from './schema.js';
 
 export interface SecretsOptions extends CredentialServiceOptions, KeychainServiceOptions {
   cipher?: Cipher;
-  env?: CipherEnv;
+  /** PLAYFLOW_ENCRYPTION_KEY(_PREVIOUS) and PLAYFLOW_AUTH_CACHE_TTL_SECONDS (default 3600). */
+  env?: CipherEnv & { PLAYFLOW_AUTH_CACHE_TTL_SECONDS?: string };
   dev?: boolean;
   logger?: SecretsLogger;
 }
 
+/** PLAYFLOW_AUTH_CACHE_TTL_SECONDS: lifetime of an authentication-cache entry (default 3600). */
+export function authCacheTtl(value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  const n = Number(value.trim());
+  if (!Number.isInteger(n) || n < 1) throw new Error(`PLAYFLOW_AUTH_CACHE_TTL_SECONDS must be a positive integer (seconds), got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** Sweeper task for the core (`sweeperTasks`): expired keychain entries and authentication cache. */
+export function secretsSweeperTasks(db: Db, opts?: SweepOptions): Array<{ name: string; run: () => Promise<unknown> }> {
+  return [{ name: 'secrets-expiry', run: () => sweepExpired(db, opts) }];
+}
+
 export function createSecretsServices(db: Db, opts: SecretsOptions = {}) {
-  const cipher = opts.cipher ?? cipherFromEnv(opts.env ?? process.env, { dev: opts.dev });
-  const credentials = new CredentialService(db, cipher, opts);
+  const env = opts.env ?? process.env;
+  const cipher = opts.cipher ?? cipherFromEnv(env, { dev: opts.dev });
+  const credentials = new CredentialService(db, cipher, { ...opts, authCacheTtlSeconds: opts.authCacheTtlSeconds ?? authCacheTtl(env.PLAYFLOW_AUTH_CACHE_TTL_SECONDS) });
   const keychain = new KeychainService(db, cipher, opts);
   const vars = new VarsService(db);
   return {
