@@ -54,7 +54,7 @@ export function baseContext(state: EngineState, playbook: Playbook, externalVars
   const vars = externalVars ? { ...state.vars, ...externalVars } : state.vars;
   const results: Record<string, unknown> = {};
   for (const name of Object.keys(state.results)) if (!DENIED.has(name)) results[name] = resultView(state.results[name]);
-  const workload = playbook.workload ?? {};
+  const workload = effectiveWorkload(playbook, state.payload);
   const full: Record<string, unknown> = { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} };
   for (const src of [workload, results, vars]) {
     for (const k of Object.keys(src)) if (!DENIED.has(k)) full[k] = src[k];
@@ -80,6 +80,37 @@ export function patchVars(base: BaseContext, vars: JsonObject, externalVars: Jso
     base.full[k] = merged[k];
     base.varNames.add(k);
   }
+}
+
+const workloads = new WeakMap<object, { payload: JsonObject; workload: JsonObject }>();
+
+/**
+ * The workload templates see: the playbook's workload with the start payload deep-merged over it
+ * (payload wins; objects merge key by key, anything else replaces). Fixed for the execution
+ * ("read-only after the start"); the raw payload stays reachable as `payload`.
+ */
+export function effectiveWorkload(playbook: Playbook, payload: JsonObject): JsonObject {
+  const base = playbook.workload ?? {};
+  if (!payload || Object.keys(payload).length === 0) return base;
+  const hit = workloads.get(playbook);
+  if (hit && hit.payload === payload) return hit.workload;
+  const workload = deepMerge(base, payload);
+  workloads.set(playbook, { payload, workload });
+  return workload;
+}
+
+function deepMerge(a: JsonObject, b: JsonObject): JsonObject {
+  const out: JsonObject = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    if (DENIED.has(k)) continue;
+    const prev = out[k];
+    out[k] = isPlain(prev) && isPlain(v) ? deepMerge(prev, v) : v;
+  }
+  return out;
+}
+
+function isPlain(v: unknown): v is JsonObject {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 export interface ContextExtras {

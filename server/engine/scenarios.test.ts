@@ -190,6 +190,18 @@ workflow:
     },
   },
   {
+    name: 'the start payload is deep-merged over the workload (payload wins) and stays readable as payload',
+    yaml: `
+workload: {city: Oslo, api: {base: "http://api", version: 1}}
+workflow:
+  - step: s
+    tool: {kind: python, code: "x", args: {city: "{{ workload.city }}", api: "{{ workload.api }}", bare: "{{ city }}", raw: "{{ payload.city }}"}}
+`,
+    opts: { payload: { city: 'Paris', api: { version: 2 } } },
+    status: 'completed',
+    check: (r) => expect(r.commands[0].tool.args).toEqual({ city: 'Paris', api: { base: 'http://api', version: 2 }, bare: 'Paris', raw: 'Paris' }),
+  },
+  {
     name: 'secret references (keychain.*) are left for the worker',
     yaml: `
 keychain:
