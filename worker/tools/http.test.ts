@@ -18,6 +18,8 @@ beforeAll(async () => {
     if (u.pathname === '/missing') { res.writeHead(404, { 'content-type': 'text/plain' }); return res.end('nope'); }
     if (u.pathname === '/slow') { setTimeout(() => json(res, 200, {}), 3000); return; }
     if (u.pathname === '/empty') { res.writeHead(204); return res.end(); }
+    if (u.pathname === '/moved') { res.writeHead(302, { location: '/echo?moved=1' }); return res.end(); }
+    if (u.pathname === '/bin') { res.writeHead(200, { 'content-type': 'image/png' }); return res.end(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff, 0x00])); }
     json(res, 200, { ok: true });
   };
   srv = await startHttpServer(handler);
@@ -69,6 +71,17 @@ describe('http tool', () => {
     const del = (await runTool({ kind: 'http', method: 'DELETE', endpoint: `${srv.url}/echo` }, makeCtx())).response as any;
     expect(del.data.method).toBe('DELETE');
     expect(((await runTool({ kind: 'http', endpoint: `${srv.url}/empty` }, makeCtx())).response as any).status).toBe(204);
+  });
+
+  it('follows redirects unless allow_redirects is false; binary bodies come back as base64', async () => {
+    const r = (await runTool({ kind: 'http', endpoint: `${srv.url}/moved` }, makeCtx())).response as any;
+    expect(r.status).toBe(200);
+    expect(r.data.query).toEqual({ moved: '1' });
+    const noFollow = await runTool({ kind: 'http', endpoint: `${srv.url}/moved`, allow_redirects: false }, makeCtx());
+    expect(noFollow.error?.status).toBe(302);
+    const bin = (await runTool({ kind: 'http', endpoint: `${srv.url}/bin` }, makeCtx())).response as any;
+    expect(bin.encoding).toBe('base64');
+    expect(Buffer.from(bin.data, 'base64')).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff, 0x00]));
   });
 
   it('legacy operation field sets the method', async () => {

@@ -11,14 +11,17 @@
  *   `X-API-Key` or `header`/`header_name` of the credential or auth object, or query parameter
  *   when `in: query`). Explicit headers win over auth.
  *
+ * Redirects are followed (at most 10) unless `allow_redirects: false` (requests' name).
+ *
  * Response: `{id, status, data, headers}`; data is parsed JSON when the content type is JSON
- * (…/json, …+json), else text (null for HEAD or an empty body). A non-2xx is an error outcome
+ * (…/json, …+json), else text (null for HEAD or an empty body); a binary body (image, archive,
+ * octet-stream) is base64 in `data` with `encoding: 'base64'`. A non-2xx is an error outcome
  * `{message, status, code: 'http_error', data: <body>}`; a timeout is `code: 'timeout'`, a
  * connection/TLS/DNS failure `code: 'network'` (no status).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { isObject, str } from './json.js';
@@ -27,13 +30,19 @@ import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from '.
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
 export const DEFAULT_HTTP_TIMEOUT_S = 30;
 
-const agents = {
-  secure: new Agent({ keepAliveTimeout: 10_000, connections: 64 }),
-  insecure: new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { rejectUnauthorized: false } }),
-};
+const MAX_REDIRECTS = 10;
+const agentOptions = { keepAliveTimeout: 10_000, connections: 64 };
+
+/** An agent and its redirect-following twin (requests follows redirects by default). */
+function pair(connect?: { rejectUnauthorized?: boolean; ca?: Buffer }) {
+  const direct = new Agent({ ...agentOptions, ...(connect ? { connect } : {}) });
+  return { direct, follow: direct.compose(interceptors.redirect({ maxRedirections: MAX_REDIRECTS })) };
+}
+
+const agents = { secure: pair(), insecure: pair({ rejectUnauthorized: false }) };
 /** `verify: <path>` (requests semantics): trust the CA bundle in that file; one agent per path. */
-const caAgents = new Map<string, Agent>();
-function caAgent(path: string): Agent {
+const caAgents = new Map<string, ReturnType<typeof pair>>();
+function caAgent(path: string): ReturnType<typeof pair> {
   let a = caAgents.get(path);
   if (!a) {
     let ca: Buffer;
@@ -42,7 +51,7 @@ function caAgent(path: string): Agent {
     } catch (err) {
       throw new ToolConfigError(`verify: cannot read CA bundle ${path}: ${(err as Error).message}`);
     }
-    a = new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { ca } });
+    a = pair({ ca });
     caAgents.set(path, a);
   }
   return a;
@@ -57,6 +66,8 @@ export interface HttpCall {
   timeoutMs: number;
   /** true / false, or the path of a CA bundle to trust. */
   verify: boolean | string;
+  /** Follow 3xx redirects (default true, at most 10). */
+  followRedirects?: boolean;
   signal: AbortSignal;
 }
 
@@ -64,6 +75,8 @@ export interface HttpResult {
   status: number;
   headers: Record<string, string>;
   data: Json;
+  /** Set when a binary body is returned as base64 in `data`. */
+  encoding?: 'base64';
 }
 
 /** Adds query parameters to a URL (requests semantics: list → repeated key, null → dropped). */
@@ -102,9 +115,10 @@ class HttpCallError extends Error {
 export async function httpCall(call: HttpCall): Promise<HttpResult> {
   const timeout = AbortSignal.timeout(call.timeoutMs);
   const signal = AbortSignal.any([call.signal, timeout]);
-  const dispatcher = typeof call.verify === 'string' ? caAgent(call.verify) : call.verify ? agents.secure : agents.insecure;
+  const agent = typeof call.verify === 'string' ? caAgent(call.verify) : call.verify ? agents.secure : agents.insecure;
+  const dispatcher = call.followRedirects === false || call.method === 'HEAD' ? agent.direct : agent.follow;
   let res: Dispatcher.ResponseData;
-  let text: string;
+  let raw: Buffer;
   try {
     res = await request(withParams(call.url, call.params), {
       method: call.method as Dispatcher.HttpMethod,
@@ -115,7 +129,10 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
       headersTimeout: call.timeoutMs,
       bodyTimeout: call.timeoutMs,
     });
-    text = call.method === 'HEAD' ? '' : await res.body.text();
+    if (call.method === 'HEAD') {
+      await res.body.dump();
+      raw = Buffer.alloc(0);
+    } else raw = Buffer.from(await res.body.arrayBuffer());
   } catch (err) {
     if (timeout.aborted) throw new HttpCallError(`request timed out after ${call.timeoutMs / 1000}s`, 'timeout');
     if (call.signal.aborted) throw new HttpCallError('request cancelled', 'cancelled');
@@ -127,16 +144,32 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
   }
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
-  let data: Json = text;
-  if (text === '') data = null;
-  else if (isJsonType(headers['content-type'])) {
-    try {
-      data = JSON.parse(text) as Json;
-    } catch {
-      data = text;
+  const ct = headers['content-type'];
+  let data: Json = null;
+  let encoding: 'base64' | undefined;
+  if (raw.length === 0) data = null;
+  else if (isTextType(ct)) {
+    const text = raw.toString('utf8');
+    data = text;
+    if (isJsonType(ct)) {
+      try {
+        data = JSON.parse(text) as Json;
+      } catch {
+        data = text;
+      }
     }
+  } else {
+    data = raw.toString('base64');
+    encoding = 'base64';
   }
-  return { status: res.statusCode, headers, data };
+  return { status: res.statusCode, headers, data, ...(encoding ? { encoding } : {}) };
+}
+
+/** Text we can return as a string; anything else (images, archives, octet-stream) travels as base64. */
+function isTextType(ct: string | undefined): boolean {
+  if (!ct) return true;
+  const t = ct.split(';')[0].trim().toLowerCase();
+  return t.startsWith('text/') || isJsonType(t) || /(^|\/|\+)xml$/.test(t) || t === 'application/javascript' || t === 'application/x-www-form-urlencoded' || t === 'application/x-ndjson' || t === 'application/yaml' || t === 'application/x-yaml';
 }
 
 /** Runs an HttpCall and shapes the outcome as the http tool's envelope. */
@@ -144,7 +177,7 @@ export async function httpOutcome(call: HttpCall): Promise<ToolOutcome> {
   const id = randomUUID();
   try {
     const r = await httpCall(call);
-    if (r.status >= 200 && r.status < 300) return ok({ id, status: r.status, data: r.data, headers: r.headers });
+    if (r.status >= 200 && r.status < 300) return ok({ id, status: r.status, data: r.data, headers: r.headers, ...(r.encoding ? { encoding: r.encoding } : {}) });
     return fail(`HTTP ${r.status} from ${call.method} ${stripCredentials(call.url)}`, { status: r.status, code: 'http_error', data: r.data });
   } catch (err) {
     if (err instanceof HttpCallError) return fail(err.message, { code: err.code });
@@ -265,6 +298,7 @@ export async function runHttp(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
     body,
     timeoutMs: timeoutMs(tool.timeout, DEFAULT_HTTP_TIMEOUT_S),
     verify: verifyField(tool.verify ?? tool.verify_ssl),
+    followRedirects: boolField(tool.allow_redirects ?? tool.follow_redirects, true),
     signal: ctx.signal,
   });
 }
