@@ -185,18 +185,26 @@ export class Informer<T extends KubeObjectLike> {
     const base = this.opts.watchTimeoutSeconds ?? 300;
     const timeoutSeconds = Math.max(1, Math.round(base * (0.5 + Math.random())));
     let expired = false;
+    let failure: Error | undefined;
+    let events = 0;
+    const started = Date.now();
     return new Promise((resolve, reject) => {
       let finished = false;
       const finish = (err: unknown): void => {
         if (finished) return;
         finished = true;
-        if (err && !expired) reject(err);
-        else resolve(expired ? 'expired' : 'closed');
+        if (expired) resolve('expired');
+        else if (err || failure) reject(err ?? failure);
+        // A stream the server ends at once with nothing in it is a failure in disguise (a proxy, an
+        // overloaded API server): back off rather than reconnect in a tight loop.
+        else if (events === 0 && Date.now() - started < 1000 && !this.stopped) reject(new Error('watch closed immediately'));
+        else resolve('closed');
       };
       this.opts.watch
         .watch(this.opts.path, { resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds },
           (type: string, obj: any) => {
             if (finished) return;
+            events += 1;
             switch (type) {
               case 'ADDED':
               case 'MODIFIED': {
@@ -218,7 +226,10 @@ export class Informer<T extends KubeObjectLike> {
                 break;
               case 'ERROR':
                 if (obj?.code === 410) expired = true;
-                else this.opts.log.warn({ informer: this.opts.name, status: obj }, 'watch error event');
+                else {
+                  failure = Object.assign(new Error(`watch error: ${obj?.message ?? JSON.stringify(obj)}`), { statusCode: obj?.code });
+                  this.abort?.abort();
+                }
                 return;
               default:
                 return;

@@ -251,9 +251,11 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     metricsUrl,
     informers: sets,
     async stop() {
-      await elector?.stop();
+      // Finish in-flight reconciliations before giving the lease away, so the next leader never
+      // overlaps with our last writes.
       leading = false;
       await stopControllers();
+      await elector?.stop();
       await Promise.all(allInformers.map((i) => i.stop()));
       if (server) {
         server.closeAllConnections();

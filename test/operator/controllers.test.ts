@@ -11,7 +11,7 @@ import { silentLogger } from '../../operator/log.js';
 import { FINALIZER } from '../../operator/types.js';
 import { StubPlayflowServer } from './stub-server.js';
 import { FaultProxy } from './fault-proxy.js';
-import { condition, eventsFor, eventually, sleep, statefulSet } from './helpers.js';
+import { condition, eventsFor, eventually, merge, sleep, statefulSet } from './helpers.js';
 
 const fast = {
   workerPoolPollMs: 150,
@@ -217,6 +217,16 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     proxy.failing.clear();
     await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(5));
     await eventually(() => expect(condition(kube.getObject('workerpools', ns, 'pool'), 'Ready')?.status).toBe('True'));
+
+    // `kubectl scale workerpool pool --replicas=4` (the WorkerPool's scale subresource) pins the count
+    const { CustomObjectsApi } = await import('@kubernetes/client-node');
+    const kubectl = kube.kubeConfig('kubectl').makeApiClient(CustomObjectsApi);
+    await kubectl.patchNamespacedCustomObjectScale({ group: 'playflow.io', version: 'v1alpha1', plural: 'workerpools', namespace: ns, name: 'pool', body: { spec: { replicas: 4 } } }, merge);
+    await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(4));
+    await eventually(() => expect(condition(kube.getObject('workerpools', ns, 'pool'), 'Ready')?.reason).toBe('ManualReplicas'));
+    const p3 = kube.getObject('workerpools', ns, 'pool')!;
+    kube.putObject('workerpools', { ...p3, spec: { ...p3.spec, replicas: undefined } });
+    await eventually(() => expect(kube.getObject('statefulsets', ns, 'workers', 'apps')!.spec.replicas).toBe(5));
   });
 
   it('relists after the watch drops and its history expires (410), and converges', async () => {
