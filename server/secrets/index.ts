@@ -39,6 +39,21 @@ export function authCacheTtl(value: string | undefined): number | undefined {
   return n;
 }
 
+/**
+ * Shared scope is keyed by the ROOT execution: a child's id (from an API caller) maps to its root
+ * through the core's execution table; an id it does not know is taken as the root itself.
+ */
+export function rootFromExecutionTable(db: Pick<Db, 'pool'>): (executionId: string) => Promise<string | null> {
+  return async (executionId) => {
+    try {
+      const { rows } = await db.pool.query<{ root: string }>('SELECT root_execution_id::text AS root FROM execution WHERE execution_id = $1', [executionId]);
+      return rows[0]?.root ?? null;
+    } catch {
+      return null; // no execution table (the module used on its own)
+    }
+  };
+}
+
 /** Sweeper task for the core (`sweeperTasks`): expired keychain entries and authentication cache. */
 export function secretsSweeperTasks(db: Db, opts?: SweepOptions): Array<{ name: string; run: () => Promise<unknown> }> {
   return [{ name: 'secrets-expiry', run: () => sweepExpired(db, opts) }];
@@ -48,7 +63,7 @@ export function createSecretsServices(db: Db, opts: SecretsOptions = {}) {
   const env = opts.env ?? process.env;
   const cipher = opts.cipher ?? cipherFromEnv(env, { dev: opts.dev });
   const credentials = new CredentialService(db, cipher, { ...opts, authCacheTtlSeconds: opts.authCacheTtlSeconds ?? authCacheTtl(env.PLAYFLOW_AUTH_CACHE_TTL_SECONDS) });
-  const keychain = new KeychainService(db, cipher, opts);
+  const keychain = new KeychainService(db, cipher, { ...opts, resolveRoot: opts.resolveRoot ?? rootFromExecutionTable(db) });
   const vars = new VarsService(db);
   return {
     cipher,

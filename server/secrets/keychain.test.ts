@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type SecretsHarness } from './test-helpers.js';
 import { createSecretsHooks } from './hooks.js';
 import { sweepExpired } from './sweep.js';
+import { createSecretsServices } from './index.js';
 
 let h: SecretsHarness;
 beforeAll(async () => {
@@ -212,5 +213,19 @@ describe('scopes, defaults and validation', () => {
     expect(local).toMatchObject({ keychain_name: 'k', scope_type: 'local', credential_type: 'secret', auto_renew: false });
     expect(local.access_count).toBeGreaterThanOrEqual(2);
     expect((await h.app.inject({ method: 'GET', url: '/api/keychain/catalog/999' })).json()).toEqual({ status: 'success', catalog_id: '999', entries: [], count: 0 });
+  });
+});
+
+describe('shared scope through the execution table', () => {
+  it('a child execution id maps to its root (createSecretsServices wiring)', async () => {
+    const { rows: [cat] } = await h.db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/x', 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
+    const { rows: [root] } = await h.db.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 't/x', 1, 0) RETURNING execution_id::text AS id`, [cat.id]);
+    await h.db.pool.query('UPDATE execution SET root_execution_id = execution_id WHERE execution_id = $1', [root.id]);
+    const { rows: [child] } = await h.db.pool.query(`INSERT INTO execution (catalog_id, path, version, parent_execution_id, root_execution_id) VALUES ($1, 't/x', 1, $2, $2) RETURNING execution_id::text AS id`, [cat.id, root.id]);
+    const kc = createSecretsServices(h.db, { cipher: h.cipher }).deps.keychain;
+    const r = await kc.set(cat.id, 'tree', { token_data: { v: 1 }, scope_type: 'shared', execution_id: child.id });
+    expect(r.cache_key).toBe(`tree:${cat.id}:shared:${root.id}`);
+    expect(await kc.get(cat.id, 'tree', { scope_type: 'shared', execution_id: root.id })).toMatchObject({ status: 'success', token_data: { v: 1 } });
+    expect((await kc.get(cat.id, 'tree', { scope_type: 'shared', execution_id: '999999' })).status).toBe('not_found');
   });
 });
