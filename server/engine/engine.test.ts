@@ -102,3 +102,36 @@ describe('engine API', () => {
     ).toEqual({ kind: 'http', endpoint: 'b', params: { page: 2, size: 5 }, headers: null });
   });
 });
+
+describe('state size', () => {
+  it('stays bounded as the history grows (handling an event never depends on the history)', () => {
+    const cycle = pb(`
+workflow:
+  - step: a
+    tool: {kind: python, code: "x", args: {prev: "{{ c.n if c is defined else 0 }}"}}
+    vars: {last: "{{ result.n }}"}
+    next: [b]
+  - step: b
+    loop: {in: [1, 2, 3], iterator: i, mode: async}
+    tool: {kind: python, code: "x"}
+    next: [c]
+  - step: c
+    tool: {kind: python, code: "x"}
+    next: [a]
+`);
+    let d = engine.start(cycle, init, input);
+    let queue = [...d.commands];
+    let events = d.events.length;
+    const sizes: Record<number, number> = {};
+    for (let n = 1; n <= 600; n++) {
+      const cmd = queue.shift()!;
+      d = engine.handle(d.state, cycle, { name: 'call.done', command_id: cmd.command_id, payload: { response: { n: n % 7 } } }, input);
+      queue = [...queue, ...d.commands];
+      events += d.events.length;
+      if (n === 60 || n === 600) sizes[n] = JSON.stringify(d.state).length;
+    }
+    expect(events).toBeGreaterThan(3000);
+    // only counters (runs, command ids) grow by a digit or so
+    expect(Math.abs(sizes[600] - sizes[60])).toBeLessThan(40);
+  });
+});
