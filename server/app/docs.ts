@@ -4,20 +4,33 @@
  * - GET /docs: Swagger UI (@fastify/swagger-ui); GET /docs/json and /docs/yaml: the OpenAPI 3
  *   document listing every route.
  * - GET /redoc: a ReDoc page rendering /docs/json. The `redoc` npm package is not a dependency
- *   (its install pulls a React tool chain into the server image), so the page loads the ReDoc
- *   standalone bundle from its CDN; without internet access it says so and links to /docs, whose
- *   Swagger UI assets are served locally.
+ *   (its install pulls a React tool chain into the server image for one static file), so the page
+ *   loads the ReDoc standalone bundle from its CDN; without internet access it says so and links to
+ *   /docs, whose Swagger UI assets are served locally. When `redoc` is installed next to the
+ *   server (`npm install redoc`), its bundle is served locally at /redoc/redoc.standalone.js and
+ *   used instead.
  *
  * Like every endpoint but the probes, these are behind the API token when one is set (a browser
  * cannot send it): set PLAYFLOW_PUBLIC_ENDPOINTS=docs to serve them openly.
  */
 import type { FastifyInstance } from 'fastify';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
 
 export const API_VERSION = '0.1.0';
-const REDOC_BUNDLE = 'https://cdn.redoc.ly/redoc/v2.5.0/bundles/redoc.standalone.js';
+const REDOC_CDN = 'https://cdn.redoc.ly/redoc/v2.5.0/bundles/redoc.standalone.js';
+
+/** The standalone bundle of an installed `redoc` package, if any. */
+function localRedocBundle(): string | undefined {
+  try {
+    return createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js');
+  } catch {
+    return undefined;
+  }
+}
 
 const DESCRIPTION = `Playflow server API: catalog, executions, events, worker commands, credentials, keychain and
 variables.
@@ -69,6 +82,13 @@ export async function docsRoutes(app: FastifyInstance, _ctx: AppContext) {
     uiConfig: { docExpansion: 'list', deepLinking: true, persistAuthorization: true },
   });
 
+  const local = localRedocBundle();
+  if (local) {
+    const bundle = await readFile(local);
+    app.get('/redoc/redoc.standalone.js', { schema: { hide: true } }, async (_req, reply) =>
+      reply.type('application/javascript; charset=utf-8').header('cache-control', 'public, max-age=86400').send(bundle));
+  }
+  const REDOC_BUNDLE = local ? 'redoc/redoc.standalone.js' : REDOC_CDN;
   const page = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -80,7 +100,7 @@ export async function docsRoutes(app: FastifyInstance, _ctx: AppContext) {
 <body>
   <div id="fallback">
     <h1>Playflow API</h1>
-    <p>The ReDoc viewer could not be loaded from its CDN (${REDOC_BUNDLE}).</p>
+    <p>The ReDoc viewer could not be loaded (${REDOC_BUNDLE}).</p>
     <p>Use <a href="docs">Swagger UI at /docs</a> (served locally) or the raw
        <a href="docs/json">OpenAPI document at /docs/json</a>.</p>
   </div>

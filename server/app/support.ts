@@ -169,7 +169,7 @@ function digest(s: string): Buffer {
 /** The group an unauthenticated route pattern may belong to (PLAYFLOW_PUBLIC_ENDPOINTS). */
 function groupOf(route: string): PublicEndpointGroup | undefined {
   if (route === '/metrics') return 'metrics';
-  if (route === '/redoc' || route === '/docs' || route.startsWith('/docs/')) return 'docs';
+  if (route === '/redoc' || route.startsWith('/redoc/') || route === '/docs' || route.startsWith('/docs/')) return 'docs';
   return undefined;
 }
 
