@@ -147,8 +147,7 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
   const ct = headers['content-type'];
   let data: Json = null;
   let encoding: 'base64' | undefined;
-  if (raw.length === 0) data = null;
-  else if (isTextType(ct)) {
+  if (raw.length > 0 && isTextType(ct)) {
     const text = raw.toString('utf8');
     data = text;
     if (isJsonType(ct)) {
@@ -158,7 +157,7 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
         data = text;
       }
     }
-  } else {
+  } else if (raw.length > 0) {
     data = raw.toString('base64');
     encoding = 'base64';
   }
