@@ -54,16 +54,21 @@ describe('operator acceptance (fake API server + real Playflow server)', { timeo
     return op;
   }
 
+  /** Like `kubectl apply`: create, or replace the spec (retrying when the operator wrote meanwhile: 409). */
   async function apply(plural: string, ns: string, body: any): Promise<any> {
-    try {
-      const cur = await custom.getNamespacedCustomObject({ ...G, plural, namespace: ns, name: body.metadata.name });
-      return await custom.replaceNamespacedCustomObject({
-        ...G, plural, namespace: ns, name: body.metadata.name,
-        body: { ...cur, spec: body.spec, metadata: { ...cur.metadata, labels: body.metadata.labels } },
-      });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
-      return custom.createNamespacedCustomObject({ ...G, plural, namespace: ns, body: { apiVersion: 'playflow.io/v1alpha1', ...body } });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const cur = await custom.getNamespacedCustomObject({ ...G, plural, namespace: ns, name: body.metadata.name });
+        return await custom.replaceNamespacedCustomObject({
+          ...G, plural, namespace: ns, name: body.metadata.name,
+          body: { ...cur, spec: body.spec, metadata: { ...cur.metadata, labels: body.metadata.labels } },
+        });
+      } catch (err) {
+        const code = (err as { code?: number }).code;
+        if (code === 409 && attempt < 20) continue;
+        if (code !== 404) throw err;
+        return custom.createNamespacedCustomObject({ ...G, plural, namespace: ns, body: { apiVersion: 'playflow.io/v1alpha1', ...body } });
+      }
     }
   }
 
