@@ -129,8 +129,10 @@ export function settleOnce<M extends BrokerMessage>(m: M): M & { settled(): bool
 }
 
 /**
- * The consume loop on top of `fetch`, shared by both implementations: pulls while a handler slot
- * is free, acks/naks what the handler left unsettled.
+ * The consume loop on top of `fetch`, shared by both implementations: `concurrency` slots, each
+ * pulling ONE message at a time (a pull of one returns as soon as a message exists, so no handler
+ * waits for a batch to fill) and settling what the handler left unsettled: ack when it resolved,
+ * nak when it threw.
  */
 export function consumeWithFetch(
   fetch: (opts: FetchOptions) => Promise<BrokerMessage[]>,
@@ -139,33 +141,26 @@ export function consumeWithFetch(
 ): ConsumerHandle {
   const concurrency = Math.max(1, opts.concurrency ?? 1);
   let stopping = false;
-  const inFlight = new Set<Promise<void>>();
-  let wake: (() => void) | null = null;
+  const sleeps = new Set<() => void>();
+  const pause = (ms: number) => new Promise<void>((r) => {
+    const done = () => {
+      clearTimeout(t);
+      sleeps.delete(done);
+      r();
+    };
+    const t = setTimeout(done, ms);
+    sleeps.add(done);
+  });
 
-  const run = async (raw: BrokerMessage) => {
-    const m = settleOnce(raw);
-    try {
-      await handler(m);
-      m.ack();
-    } catch (err) {
-      opts.onError?.(err, m);
-      m.nak();
-    }
-  };
-
-  const loop = async () => {
+  const slot = async () => {
     while (!stopping && !opts.isClosed()) {
-      if (inFlight.size >= concurrency) {
-        await new Promise<void>((r) => (wake = r));
-        continue;
-      }
       let batch: BrokerMessage[];
       try {
-        batch = await fetch({ max: concurrency - inFlight.size, expiresMs: 1000 });
+        batch = await fetch({ max: 1, expiresMs: 1000 });
       } catch (err) {
         if (stopping || opts.isClosed()) break;
         opts.onFetchError?.(err);
-        await new Promise((r) => setTimeout(r, 1000));
+        await pause(1000);
         continue;
       }
       for (const raw of batch) {
@@ -173,25 +168,23 @@ export function consumeWithFetch(
           raw.nak();
           continue;
         }
-        const p = run(raw).finally(() => {
-          inFlight.delete(p);
-          const w = wake;
-          wake = null;
-          w?.();
-        });
-        inFlight.add(p);
+        const m = settleOnce(raw);
+        try {
+          await handler(m);
+          m.ack();
+        } catch (err) {
+          opts.onError?.(err, m);
+          m.nak();
+        }
       }
     }
-    await Promise.allSettled([...inFlight]);
   };
-  const closed = loop();
+  const closed = Promise.all(Array.from({ length: concurrency }, slot)).then(() => undefined);
   return {
     closed,
     async stop() {
       stopping = true;
-      const w = wake;
-      wake = null;
-      w?.();
+      for (const wake of [...sleeps]) wake();
       await closed;
     },
   };
