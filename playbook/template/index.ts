@@ -161,7 +161,6 @@ export function renderString(template: string, ctx: object, opts: RenderOptions 
   return toJson(v, template, opts.field);
 }
 
-
 /**
  * Evaluates a bare expression (`a.b > 1`, as written in `when:`) or a `{{ … }}` template to its
  * native value. An undefined result is returned as undefined (not an error); other failures

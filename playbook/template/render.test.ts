@@ -133,6 +133,10 @@ describe('undefined rules', () => {
     expect(evalCondition('missing == 1', ctx)).toBe(false);
     expect(evalCondition('{{ missing.status in [500] }}', ctx)).toBe(false);
   });
+  it('conditions: a YAML boolean (when: true) is accepted as is', () => {
+    expect(evalCondition(true as unknown as string, ctx)).toBe(true);
+    expect(evalCondition(false as unknown as string, ctx)).toBe(false);
+  });
   it('conditions: not undefined is true (Jinja semantics)', () => {
     expect(evalCondition('not missing', ctx)).toBe(true);
   });

@@ -164,6 +164,34 @@ describe('sandbox: legitimate data is not caught by the refusals', () => {
   });
 });
 
+describe('sandbox: templates cannot change the data they read', () => {
+  it('no filter, method or statement mutates the context', () => {
+    const data = { l: [3, 1, 2], d: { b: 1, a: 2 }, nested: { list: [{ k: 2 }, { k: 1 }] } };
+    const before = JSON.stringify(data);
+    for (const t of [
+      '{{ l | sort }}',
+      '{{ l | reverse }}',
+      '{{ l | batch(2, 0) }}',
+      "{{ nested.list | sort(attribute='k') }}",
+      '{{ d | dictsort }}',
+      '{{ d.items() }}',
+      '{{ d.copy() }}',
+      '{{ l + [4] }}',
+      '{% set l = [9] %}{{ l }}',
+      '{% for x in l %}{% set y = x %}{% endfor %}',
+      "{{ l | list }}{{ d | list }}{{ l | unique }}",
+    ]) {
+      renderString(t, data);
+    }
+    expect(JSON.stringify(data)).toBe(before);
+  });
+  it('a {% set %} in one render does not leak into the next', () => {
+    const data = { a: 1 };
+    expect(renderString('{% set a = 2 %}{{ a }}', data)).toBe('2');
+    expect(renderString('{{ a }}', data)).toBe(1);
+  });
+});
+
 describe('sandbox: the rest of the process is unaffected', () => {
   it('no prototype of Object, Array, String or Function gains members', () => {
     for (const t of ATTACKS) attempt(t);
