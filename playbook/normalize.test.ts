@@ -182,3 +182,18 @@ describe('v1 documents', () => {
     expect(v1([{ step: 'a', tool: { kind: 'http', endpoint: 'e' }, headers: { A: '1' } }])).toEqual(['workflow[0].headers']);
   });
 });
+
+describe('small normalisations', () => {
+  it('upper-cases literal http methods and leaves templated ones', () => {
+    const { playbook } = normalize([
+      { step: 'a', tool: { kind: 'http', method: 'post', endpoint: 'e' }, next: ['b'] },
+      { step: 'b', tool: { kind: 'http', method: '{{ args.method }}', endpoint: 'e' } },
+    ]);
+    expect(playbook.workflow.map((s) => s.tool?.method)).toEqual(['POST', '{{ args.method }}']);
+  });
+
+  it('reads fail: false and skip: false as no action', () => {
+    const { playbook } = normalize([{ step: 'a', case: [{ when: 'x', then: { fail: false, skip: false, set: { ctx: { a: 1 } } } }] }]);
+    expect(step(playbook).case?.[0].then).toEqual([{ action: 'set', ctx: { a: 1 } }]);
+  });
+});

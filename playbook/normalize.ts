@@ -253,7 +253,9 @@ class Normalizer {
       const hint = isLegacyOperation(kind) ? ` ('${kind}' is a legacy operation; use kind: ${String(kind).split('.')[0] === 'db' ? 'postgres' : String(kind).split('.')[0]})` : '';
       this.issues.error([...path, 'kind'], `unknown tool kind '${String(kind)}'; expected one of ${TOOL_KINDS.join(', ')}${hint}`);
     }
-    const tool: Tool = { kind: (isToolKind(kind) ? kind : kind) as ToolKind, ...fields };
+    const tool: Tool = { kind: kind as ToolKind, ...fields };
+    // Methods are case-insensitive in HTTP; one spelling spares every consumer the check.
+    if (tool.kind === 'http' && typeof tool.method === 'string' && !tool.method.includes('{')) tool.method = tool.method.toUpperCase();
     if (tool.kind === 'http' && tool.url !== undefined) {
       if (tool.endpoint === undefined) {
         tool.endpoint = tool.url;
@@ -437,6 +439,8 @@ class Normalizer {
 
   private action(name: string, v: unknown, path: PathSeg[]): Action | undefined {
     const obj = isPlainObject(v) ? v : undefined;
+    // `fail: false` / `skip: false` read as "don't", not as the action.
+    if (v === false && (name === 'fail' || name === 'skip' || name === 'call' || name === 'retry')) return undefined;
     switch (name) {
       case 'call':
         return { action: 'call', overrides: toObject(v) };
@@ -493,10 +497,11 @@ class Normalizer {
       return out;
     }
     if (isPlainObject(raw)) {
+      const target = typeof raw.step === 'string' ? raw.step : '<name>';
       if ('args' in raw) {
-        this.issues.error([...path, 'args'], `'args' is not allowed as a top-level key of ${where === 'action' ? "'next'" : 'a structural next'}; pass args inside a target: next: [{step: <name>, args: {...}}]`);
+        this.issues.error([...path, 'args'], `'args' is not allowed as a top-level key of ${where === 'action' ? "'next'" : 'a structural next'}; pass args inside a target: next: [{step: ${target}, args: {...}}]`);
       } else {
-        this.issues.error(path, 'next must be a step name, a list of step names or a list of {step, args}; wrap this mapping in a list');
+        this.issues.error(path, `next is a step name, a list of step names or a list of {step, args}, not a single mapping; write next: [{step: ${target}}]`);
       }
       return out;
     }
