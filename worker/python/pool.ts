@@ -63,6 +63,10 @@ class Interpreter {
   alive = true;
   isReady = false;
   doomed = false;
+  /** Past maxCallsPerProcess, a replacement is starting. */
+  retiring = false;
+  /** The replacement is warm: kill this one as soon as it is idle. */
+  retired = false;
   pending: Pending | null = null;
   private buf = '';
   private stderrTail = '';
@@ -220,7 +224,7 @@ export class PythonPool {
     while (this.all.size < this.size) this.spawnOne();
   }
 
-  private spawnOne(): void {
+  private spawnOne(): Interpreter {
     const it = new Interpreter(this.python, this.script, this.env, this.startTimeoutMs, (dead) => this.onExit(dead), this.onStderr);
     this.all.add(it);
     it.ready.then(
@@ -233,6 +237,7 @@ export class PythonPool {
         this.lastStartError = err;
       },
     );
+    return it;
   }
 
   private onExit(it: Interpreter): void {
@@ -258,12 +263,28 @@ export class PythonPool {
       it.kill();
       return;
     }
-    if (it.calls >= this.maxCalls) {
-      // Recycle: start the replacement first, then retire this one.
+    if (it.retired) {
       this.all.delete(it);
       it.kill();
-      this.fill();
       return;
+    }
+    if (it.calls >= this.maxCalls && !it.retiring) {
+      // Recycle without a cold call: the interpreter keeps serving until its replacement is warm.
+      it.retiring = true;
+      const replacement = this.spawnOne();
+      replacement.ready.then(
+        () => {
+          it.retired = true;
+          if (!it.pending) {
+            this.idle = this.idle.filter((x) => x !== it);
+            this.all.delete(it);
+            it.kill();
+          }
+        },
+        () => {
+          it.retiring = false; // try again after its next call
+        },
+      );
     }
     const w = this.waiters.shift();
     if (w) w.take(it);
