@@ -166,9 +166,12 @@ describe('filters', () => {
     expect(E("'yes' | bool")).toBe(true);
     expect(E("[['a', 1]] | dict")).toEqual({ a: 1 });
   });
-  it('filters refuse an undefined input where a value is needed, in rendering', () => {
+  it('filters other than default refuse an undefined input in rendering (no silent 0 or empty string), naming it', () => {
     expect(() => renderString('{{ missing | length }}', ctx)).toThrow(/undefined/);
     expect(() => renderString('{{ missing | upper }}', ctx)).toThrow(/undefined/);
+    expect(() => renderString('{{ missing | int }}', ctx)).toThrow("filter 'int' applied to an undefined value ('missing' is undefined)");
+    expect(() => renderString('x{{ missing | b64encode }}', ctx)).toThrow(/'missing' is undefined/);
+    expect(E("missing | default('7') | int")).toBe(7);
   });
   it('random (non-deterministic) and regex filters (backtracking risk) are not available', () => {
     expect(() => E('nums | random')).toThrow(/random/);

@@ -438,6 +438,16 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
   filters.e = (v) => v;
   filters.escape = (v) => v;
   filters.safe = (v) => v;
+  // StrictUndefined: a filter applied to an undefined value is an error (false in conditions),
+  // never a silent 0 or ''. Only `default`/`d` accept undefined.
+  for (const name of Object.keys(filters)) {
+    if (name === 'default' || name === 'd') continue;
+    const f = filters[name];
+    filters[name] = (v: unknown, ...rest: unknown[]) => {
+      if (v === undefined) throw new UndefinedValueError(`filter '${name}' applied to an undefined value`);
+      return f(v, ...rest);
+    };
+  }
   return filters;
 }
 
