@@ -9,7 +9,9 @@ describe('loadConfig', () => {
     expect(c.broker).toEqual({ url: 'nats://127.0.0.1:4222', stream: 'FLOW_COMMANDS', subject: 'flow.commands', consumer: 'worker-pool' });
     expect(c.sqlApi).toBe(true);
     expect(c.apiToken).toBeUndefined();
-    expect(c.publicEndpoints).toEqual([]);
+    expect(c.publicEndpoints).toEqual(['metrics']);
+    expect(loadConfig({ PLAYFLOW_PUBLIC_ENDPOINTS: 'none' }).publicEndpoints).toEqual([]);
+    expect(loadConfig({ PLAYFLOW_PUBLIC_ENDPOINTS: 'docs' }).publicEndpoints).toEqual(['docs']);
     expect(c.logLevel).toBe('info');
   });
 

@@ -12,7 +12,7 @@
  * | PORT | 8082 | listening port |
  * | HOST | 0.0.0.0 | listening address |
  * | PLAYFLOW_API_TOKEN | (none) | bearer token required on every endpoint but /health, /healthz, /readyz |
- * | PLAYFLOW_PUBLIC_ENDPOINTS | (none) | comma list of `metrics`, `docs`: serve these without the token (scrapers, browsers) |
+ * | PLAYFLOW_PUBLIC_ENDPOINTS | metrics | comma list of `metrics`, `docs` served without the token (scrapers, browsers); `none` protects them too |
  * | PLAYFLOW_SQL_API | on | `off` disables POST /api/postgres/execute (answers 403 `sql_api_disabled`) |
  * | PLAYFLOW_ENCRYPTION_KEY | (none) | read here, validated by the credential store |
  * | LOG_LEVEL | info | pino level (trace, debug, info, warn, error, fatal, silent) |
@@ -53,6 +53,11 @@ export interface ServerConfig {
 }
 
 export const DEFAULT_PORT = 8082;
+/**
+ * /metrics is public by default: Prometheus scrapes it from pod annotations, which carry no
+ * credentials, and it holds counts and route patterns only (no ids, payloads or secrets).
+ */
+export const DEFAULT_PUBLIC_ENDPOINTS: PublicEndpointGroup[] = ['metrics'];
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/playflow';
 export const DEFAULT_BROKER_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_BROKER = { stream: 'FLOW_COMMANDS', subject: 'flow.commands', consumer: 'worker-pool' } as const;
@@ -107,13 +112,14 @@ export function loadConfig(env: Env = process.env, overrides: Partial<ServerConf
     ? parseUrl(get(env, serverUrlVar)!, serverUrlVar, ['http:', 'https:']).replace(/\/+$/, '')
     : `http://localhost:${port}`;
 
-  const publicEndpoints = (get(env, 'PLAYFLOW_PUBLIC_ENDPOINTS') ?? '')
+  const publicRaw = get(env, 'PLAYFLOW_PUBLIC_ENDPOINTS') ?? DEFAULT_PUBLIC_ENDPOINTS.join(',');
+  const publicEndpoints = (publicRaw.toLowerCase() === 'none' ? '' : publicRaw)
     .split(',')
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean)
     .map((s) => {
       if (s !== 'metrics' && s !== 'docs') {
-        throw new ConfigError('PLAYFLOW_PUBLIC_ENDPOINTS', `unknown group ${JSON.stringify(s)} (expected metrics, docs)`);
+        throw new ConfigError('PLAYFLOW_PUBLIC_ENDPOINTS', `unknown group ${JSON.stringify(s)} (expected metrics, docs or none)`);
       }
       return s as PublicEndpointGroup;
     });

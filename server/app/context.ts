@@ -6,7 +6,7 @@ import type { ServerDeps } from '../services.js';
 export interface AppOptions {
   /** Bearer token required on every endpoint but the probes (PLAYFLOW_API_TOKEN). */
   apiToken?: string;
-  /** Endpoint groups served without the token (PLAYFLOW_PUBLIC_ENDPOINTS). */
+  /** Endpoint groups served without the token (PLAYFLOW_PUBLIC_ENDPOINTS); default `['metrics']`. */
   publicEndpoints?: PublicEndpointGroup[];
   /** POST /api/postgres/execute on (default) or off (PLAYFLOW_SQL_API). */
   sqlApi?: boolean;

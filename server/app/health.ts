@@ -5,8 +5,10 @@
  *   both are ok, 503 `degraded` otherwise. Never behind the token.
  * - GET /healthz: liveness only (the process answers); no dependency is checked, so a database
  *   outage makes pods unready, not restarted. Never behind the token.
- * - GET /metrics: Prometheus text. Behind the token like the API (scrapers send it as a bearer
- *   token), unless PLAYFLOW_PUBLIC_ENDPOINTS includes `metrics`.
+ * - GET /metrics: Prometheus text. Public by default (annotation-based scrapers carry no
+ *   credentials; the metrics hold counts and route patterns, nothing about executions' data).
+ *   With PLAYFLOW_PUBLIC_ENDPOINTS=none (or a list without `metrics`) it is behind the token,
+ *   and Prometheus sends it as a bearer token.
  */
 import type { FastifyInstance } from 'fastify';
 import type { HealthCheck, HealthResponse } from '../../client/protocol.js';
@@ -77,6 +79,7 @@ export async function healthRoutes(app: FastifyInstance, { deps, options }: AppC
 
   app.get('/metrics', {
     schema: routeSchema(TAG, 'Prometheus metrics (text exposition format)', {
+      ...(options.publicEndpoints.includes('metrics') ? { security: [] } : {}),
       response: {
         200: { description: 'Prometheus text format', content: { 'text/plain': { schema: { type: 'string' } } } },
         ...errors(),

@@ -12,6 +12,7 @@
  *   3. append it to `PLUGINS` below. Auth, error envelope, metrics and OpenAPI apply automatically.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { DEFAULT_PUBLIC_ENDPOINTS } from '../config.js';
 import type { ServerDeps } from '../services.js';
 import type { AppContext, AppOptions, AppPlugin, ResolvedAppOptions } from './context.js';
 import { catalogRoutes } from './catalog.js';
@@ -63,7 +64,7 @@ export function listRoutes(app: FastifyInstance): RouteInfo[] {
 export function resolveOptions(opts: AppOptions): ResolvedAppOptions {
   return {
     apiToken: opts.apiToken || undefined,
-    publicEndpoints: opts.publicEndpoints ?? [],
+    publicEndpoints: opts.publicEndpoints ?? DEFAULT_PUBLIC_ENDPOINTS,
     sqlApi: opts.sqlApi ?? true,
     sqlTimeoutMs: opts.sqlTimeoutMs ?? 60_000,
     bodyLimit: opts.bodyLimit ?? 10 * 1024 * 1024,

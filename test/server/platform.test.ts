@@ -26,7 +26,7 @@ describe('bearer token', () => {
       ['GET', '/api/catalog/playbooks'], ['POST', '/api/catalog/playbook'], ['GET', '/api/catalog/playbook/a/b'],
       ['POST', '/api/run/playbook'], ['POST', '/api/v2/execute'], ['GET', '/api/execution/1'], ['GET', '/api/executions'],
       ['GET', '/api/events/1'], ['POST', '/api/v2/events'], ['POST', '/api/events'], ['POST', '/api/v2/commands/1/claim'],
-      ['GET', '/api/queue/stats'], ['GET', '/api/runtime'], ['POST', '/api/postgres/execute'], ['GET', '/metrics'],
+      ['GET', '/api/queue/stats'], ['GET', '/api/runtime'], ['POST', '/api/postgres/execute'],
       ['GET', '/docs/json'], ['GET', '/redoc'],
     ] as const) {
       const r = await s.call(method, url, method === 'POST' ? {} : undefined, noAuth);
@@ -45,6 +45,19 @@ describe('bearer token', () => {
 
   it('the probes never need it', async () => {
     for (const url of ['/health', '/healthz', '/readyz']) expect((await s.call('GET', url, undefined, noAuth)).statusCode).toBe(200);
+  });
+
+  it('/metrics is public by default; PLAYFLOW_PUBLIC_ENDPOINTS=none protects it', async () => {
+    expect((await s.call('GET', '/metrics', undefined, noAuth)).statusCode).toBe(200);
+    const app = await buildApp(s.core.deps, { apiToken: TOKEN, publicEndpoints: [] });
+    try {
+      const r = await app.inject({ method: 'GET', url: '/metrics' });
+      expect(r.statusCode).toBe(401);
+      expect(r.json().error.code).toBe('unauthorized');
+      expect((await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 
   it('PLAYFLOW_PUBLIC_ENDPOINTS opens metrics and docs only', async () => {
