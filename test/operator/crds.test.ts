@@ -109,6 +109,37 @@ describe('CRDs', () => {
     expect(schemaOf('Playbook').properties.spec.properties.workflow.items.properties.step.maxLength).toBeLessThanOrEqual(253);
   });
 
+  it('CEL rules only reference typed fields (CEL cannot see preserve-unknown fields; such a rule would make the CRD fail to install)', () => {
+    const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter', 'size', 'matches', 'startsWith', 'endsWith', 'contains']);
+    /** field name → typed? for every property under a node */
+    const typedFields = (node: any, out = new Map<string, boolean>()): Map<string, boolean> => {
+      for (const [k, v] of Object.entries<any>(node.properties ?? {})) {
+        out.set(k, (out.get(k) ?? false) || Boolean(v.type || v['x-kubernetes-int-or-string']));
+        typedFields(v, out);
+      }
+      if (node.items) typedFields(node.items, out);
+      return out;
+    };
+    const withRules: Array<[string, any]> = [];
+    const walk = (node: any, path: string) => {
+      if (node['x-kubernetes-validations']) withRules.push([path, node]);
+      for (const [k, v] of Object.entries<any>(node.properties ?? {})) walk(v, `${path}.${k}`);
+      if (node.items) walk(node.items, `${path}[]`);
+    };
+    for (const kind of ['Playbook', 'Credential', 'WorkerPool']) walk(schemaOf(kind), kind);
+    expect(withRules.length).toBe(4);
+    for (const [path, node] of withRules) {
+      const fields = typedFields(node);
+      for (const { rule } of node['x-kubernetes-validations']) {
+        for (const m of String(rule).matchAll(/\.([A-Za-z_][A-Za-z0-9_]*)/g)) {
+          const name = m[1]!;
+          if (MACROS.has(name)) continue;
+          expect(fields.get(name), `${path}: rule ${rule} uses ${name}`).toBe(true);
+        }
+      }
+    }
+  });
+
   it('derive the Playbook spec from the language schema: free-form parts preserved, unions untyped', () => {
     const spec = schemaOf('Playbook').properties.spec;
     const step = spec.properties.workflow.items;
