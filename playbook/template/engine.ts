@@ -49,6 +49,7 @@ export const MAX_LOOP_ITEMS = 1_000_000;
 let loopBudget = MAX_LOOP_ITEMS;
 
 function chargeLoop(v: unknown): void {
+  if (v === undefined) throw new UndefinedValueError('for loop over an undefined value');
   const n = Array.isArray(v) || typeof v === 'string' ? v.length : v && typeof v === 'object' ? Object.keys(v).length : 0;
   loopBudget -= n;
   if (loopBudget < 0) throw new UndefinedValueError(`template loops exceed ${MAX_LOOP_ITEMS} iterations`);

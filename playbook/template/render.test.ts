@@ -100,6 +100,11 @@ describe('undefined rules', () => {
     const e = err(() => renderString("{{ a | default('x') }}-{{ b }}", ctx, { field: 'f' }));
     expect(e.variable).toBe('b');
   });
+  it('{% if %} treats undefined as false (a condition); {% for %} over undefined is an error naming it', () => {
+    expect(renderString('{% if missing %}a{% else %}b{% endif %}', ctx)).toBe('b');
+    expect(err(() => renderString('{% for x in missing %}{{ x }}{% endfor %}', ctx)).variable).toBe('missing');
+    expect(renderString('{% for x in missing | default([]) %}{{ x }}{% endfor %}.', ctx)).toBe('.');
+  });
   it('undefined may be tested and defaulted without error', () => {
     expect(renderString('{{ missing is defined }}', ctx)).toBe(false);
     expect(renderString('{{ missing is not defined }}', ctx)).toBe(true);
