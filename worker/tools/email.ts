@@ -5,8 +5,10 @@
  * file root).
  * SMTP server: tool `smtp: {host, port, secure, user, password}` or top-level host/port/secure,
  * else the `auth` credential's data (`host`/`smtp_host`, `port`/`smtp_port`, `username`/`user`,
- * `password`, `secure`, `from`). Port default 587 (465 implies secure). `verify: false` accepts
- * any TLS certificate.
+ * `password`, `secure`, `from`), else the worker's SMTP settings (env SMTP_HOST, SMTP_PORT,
+ * SMTP_USER, SMTP_PASSWORD, SMTP_SECURE, SMTP_FROM) — so a legacy notify.email with no server
+ * in the playbook works. Port default 587 (465 implies secure). `verify: false` accepts any TLS
+ * certificate.
  * Response: `{message_id, accepted, rejected, response}`.
  */
 import nodemailer from 'nodemailer';
@@ -45,12 +47,15 @@ export async function runEmail(tool: Tool, ctx: ToolContext): Promise<ToolOutcom
   const smtpCfg: JsonObject = isObject(tool.smtp) ? tool.smtp : {};
   const auth = await loadAuth(tool.auth, ctx);
   const a: JsonObject = auth?.data ?? {};
-  const host = str(pick(smtpCfg, 'host') ?? tool.host ?? pick(a, 'smtp_host', 'host'));
-  if (!host) throw new ToolConfigError('notify.email needs an SMTP host (tool smtp.host, host, or the auth credential)');
-  const port = Number(pick(smtpCfg, 'port') ?? tool.port ?? pick(a, 'smtp_port', 'port') ?? 587);
-  const secure = boolField(pick(smtpCfg, 'secure') ?? tool.secure ?? pick(a, 'secure'), port === 465);
-  const user = str(pick(smtpCfg, 'user', 'username') ?? pick(a, 'username', 'user', 'smtp_user'));
-  const pass = str(pick(smtpCfg, 'password') ?? pick(a, 'password', 'smtp_password'));
+  const env = process.env;
+  const e = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  // Precedence: the tool's smtp block / fields, then the auth credential, then the worker's SMTP_* settings.
+  const host = str(pick(smtpCfg, 'host') ?? tool.host ?? pick(a, 'smtp_host', 'host')) ?? e('SMTP_HOST');
+  if (!host) throw new ToolConfigError('notify.email needs an SMTP host (tool smtp.host, host, the auth credential, or SMTP_HOST)');
+  const port = Number(pick(smtpCfg, 'port') ?? tool.port ?? pick(a, 'smtp_port', 'port') ?? e('SMTP_PORT') ?? 587);
+  const secure = boolField(pick(smtpCfg, 'secure') ?? tool.secure ?? pick(a, 'secure') ?? e('SMTP_SECURE'), port === 465);
+  const user = str(pick(smtpCfg, 'user', 'username') ?? pick(a, 'username', 'user', 'smtp_user')) ?? e('SMTP_USER');
+  const pass = str(pick(smtpCfg, 'password') ?? pick(a, 'password', 'smtp_password')) ?? e('SMTP_PASSWORD');
   const verify = boolField(tool.verify, true);
   const transport = nodemailer.createTransport({
     host,
@@ -64,7 +69,7 @@ export async function runEmail(tool: Tool, ctx: ToolContext): Promise<ToolOutcom
   });
   try {
     const info = await transport.sendMail({
-      from: str(param(tool, ctx, 'from') ?? pick(a, 'from', 'sender')) ?? user,
+      from: str(param(tool, ctx, 'from') ?? pick(a, 'from', 'sender')) ?? e('SMTP_FROM') ?? user,
       to,
       cc: addresses(param(tool, ctx, 'cc')),
       bcc: addresses(param(tool, ctx, 'bcc')),

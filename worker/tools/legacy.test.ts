@@ -132,6 +132,17 @@ describe('console, webhook, slack, email', () => {
     expect(out.error).toBeUndefined();
     expect((await runTool({ kind: 'email', to: 'x@example.com', subject: 's', body: 'b' }, makeCtx())).error?.code).toBe('bad_config');
   });
+
+  it('notify.email falls back to the worker\'s SMTP_* settings', async () => {
+    Object.assign(process.env, { SMTP_HOST: '127.0.0.1', SMTP_PORT: String(smtp.port), SMTP_FROM: 'worker@example.com' });
+    try {
+      const out = await runTool({ kind: 'email', operation: 'send', to: ['oncall@example.com'], subject: 'Nightly', body: '3 failed' }, makeCtx());
+      expect(out.error).toBeUndefined();
+      expect(smtp.messages.at(-1)).toMatchObject({ from: 'worker@example.com', to: ['oncall@example.com'] });
+    } finally {
+      for (const k of ['SMTP_HOST', 'SMTP_PORT', 'SMTP_FROM']) delete process.env[k];
+    }
+  });
 });
 
 describe('workbook tool', () => {
