@@ -19,6 +19,11 @@
  * | pythonMaxCalls     | WORKER_PYTHON_MAX_CALLS (recycle an interpreter after)   | 200 |
  * | fileRoot           | WORKER_FILE_ROOT (confine the file tool)                 | none |
  * | logLevel           | LOG_LEVEL                                                | info |
+ *
+ * Read directly by the tools: PLAYFLOW_PYTHON (interpreter, default python3), SMTP_HOST,
+ * SMTP_PORT, SMTP_USER, SMTP_PASSWORD, SMTP_SECURE, SMTP_FROM (email fallback server). The
+ * python interpreters get only PATH, HOME, LANG/LC_*, TZ, TMPDIR, VIRTUAL_ENV, PYENV_*,
+ * SSL_CERT_* and PYTHON* from the worker's environment — never its tokens or broker URL.
  */
 import { hostname } from 'node:os';
 import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort, type LogLevel } from '../server/config.js';
