@@ -14,14 +14,24 @@
  *   (`true`), null as '', lists and dicts as JSON;
  * - undefined is strict in rendering: a whole-expression template whose value is undefined, and an
  *   interpolated `{{ … }}` whose value is undefined, throw TemplateError naming the variable and
- *   the field (Jinja's StrictUndefined). Undefined may still be tested and defaulted:
- *   `x is defined`, `x | default(1)`, `x.y if x is defined else 0` never throw; a missing
- *   attribute of a missing object is simply undefined;
+ *   the field (Jinja's StrictUndefined), and so do arithmetic, `~`, filters (but `default`) and
+ *   `{% for %}` applied to undefined. Undefined may still be tested and defaulted:
+ *   `x is defined`, `x | default(1)`, `x.y if x is defined else 0`, `{% if x %}` never throw; a
+ *   missing attribute of a missing object is simply undefined until it is used;
  * - conditions (`evalCondition`) treat undefined — and any error caused by a missing or
  *   mistyped value, e.g. `missing > 1` or `'a' in missing` — as false. Syntax errors and sandbox
  *   violations are not hidden: they throw TemplateError (a playbook bug, not a data condition);
  * - untrusted templates cannot reach JavaScript internals (see sandbox.ts): refused names throw
- *   TemplateError with kind 'security', in rendering and in conditions alike.
+ *   TemplateError with kind 'security', in rendering and in conditions alike; loops are bounded
+ *   per render, `range` and repeats are bounded, and there are no regex filters (CPU safety);
+ * - Jinja/Python spellings differ from JavaScript where it matters and Python wins: `[]` and
+ *   `{}` are false, `==` is deep and does not coerce, `'a' + 1` is an error (`~` concatenates),
+ *   `s.replace(a, b)` replaces all, `s.split()` splits on whitespace. None prints as '' in
+ *   interpolation (not 'None') and booleans as `true`/`false`: rendered text feeds URLs, SQL and
+ *   JSON, not Python.
+ *
+ * Compiled templates are cached (bounded LRU keyed by the template string); one environment
+ * serves the whole process.
  */
 import type { Json } from '../types.js';
 import { SecurityError, UndefinedValueError } from './sandbox.js';
