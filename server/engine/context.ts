@@ -53,7 +53,11 @@ const hasOwn = Object.prototype.hasOwnProperty;
 export function baseContext(state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): BaseContext {
   const vars = externalVars ? { ...state.vars, ...externalVars } : state.vars;
   const results: Record<string, unknown> = {};
-  for (const name of Object.keys(state.results)) if (!DENIED.has(name)) results[name] = resultView(state.results[name]);
+  // latest result of every step that completed at least once (a re-run keeps it until it completes)
+  for (const name of Object.keys(state.steps)) {
+    const sum = state.steps[name];
+    if (sum.result !== undefined && !DENIED.has(name)) results[name] = resultView(sum.result);
+  }
   const workload = effectiveWorkload(playbook, state.payload);
   const full: Record<string, unknown> = { workload, vars, results, payload: state.payload, execution_id: state.execution_id, keychain: {} };
   for (const src of [workload, results, vars]) {
@@ -66,8 +70,8 @@ export function baseContext(state: EngineState, playbook: Playbook, externalVars
 export function patchStepResult(base: BaseContext, step: string, result: Json): void {
   if (DENIED.has(step)) return;
   const view = resultView(result);
-  const results = { ...(base.full.results as Record<string, unknown>), [step]: view };
-  base.full.results = results;
+  // the base belongs to one decision and contexts built from it are used synchronously: patch in place
+  (base.full.results as Record<string, unknown>)[step] = view;
   if (!base.varNames.has(step)) base.full[step] = view;
 }
 

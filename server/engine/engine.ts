@@ -199,7 +199,7 @@ class Builder {
     const s = this.s;
     if (!this.running()) return;
     if (s.open_commands.length === 0 && Object.keys(s.runs).length === 0 && Object.keys(s.pending).length === 0) {
-      const result = s.terminal_step !== null ? (s.results[s.terminal_step] ?? null) : null;
+      const result = s.terminal_step !== null ? (s.steps[s.terminal_step]?.result ?? null) : null;
       this.emit({ name: 'execution_completed', step: null, payload: { result, terminal_step: s.terminal_step } });
     }
   }

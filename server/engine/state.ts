@@ -104,8 +104,6 @@ export interface EngineState extends ExecutionStateView {
   commands: Record<string, CommandRecord>;
   /** Active step runs by step name. */
   runs: Record<string, RunState>;
-  /** Latest result of every completed step (raw, as the worker reported it). */
-  results: Record<string, Json>;
   /** Fan-in: transitions that arrived while their target was running. */
   pending: Record<string, RenderedTarget[]>;
   /** Last step whose completion issued no transition; its result is the execution result. */
@@ -158,7 +156,7 @@ export function initialState(): EngineState {
   return {
     v: 1, execution_id: '', status: 'started', steps: {}, open_commands: [], vars: {}, path: '', version: 0,
     catalog_id: '', payload: {}, parent_execution_id: null, root_execution_id: null, seq: 0, commands: {}, runs: {},
-    results: {}, pending: {}, terminal_step: null,
+    pending: {}, terminal_step: null,
   };
 }
 
@@ -350,7 +348,6 @@ export function apply(d: Draft, ev: EngineEvent): void {
       const sum = summary(d, step);
       sum.status = 'completed';
       sum.result = (p.result as Json) ?? null;
-      d.mut<Record<string, Json>>(s, 'results')[step] = sum.result;
       endRun(d, step);
       break;
     }
