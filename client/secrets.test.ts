@@ -20,7 +20,7 @@ describe('SecretsClient', () => {
   it('credentials: put, list, get (with data and cache), read, delete; validation failures are ApiError 400 with the errors', async () => {
     const meta = await s.putCredential({ name: 'api/one', type: 'api_key', data: { api_key: 'k' }, tags: ['x'], description: 'first' });
     expect(meta).toMatchObject({ name: 'api/one', type: 'api_key', tags: ['x'] });
-    expect((await s.listCredentials({ tag: 'x' })).items.map((c) => c.name)).toEqual(['api/one']);
+    expect((await s.listCredentials({ tag: 'x' })).credentials.map((c) => c.name)).toEqual(['api/one']);
     const full = await s.getCredential('api/one', { include_data: true, execution_id: 12n, parent_execution_id: 11 });
     expect(full.data).toEqual({ api_key: 'k' });
     expect(full.cache).toMatchObject({ scope_type: 'execution', execution_id: '12' });

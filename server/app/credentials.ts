@@ -1,7 +1,7 @@
 /**
  * Credential endpoints (spec "Credentials"):
  *   POST   /api/credentials                     create or update by name → 201 (created) / 200 (updated)
- *   GET    /api/credentials                     list: ?type ?tag ?q (name/description) ?limit ?offset → {items, total, limit, offset}
+ *   GET    /api/credentials                     list: ?type ?tag ?q (name/description) ?limit ?offset → {credentials, count, total, limit, offset}
  *   GET    /api/credentials/{identifier}        id or name; metadata, + data with ?include_data=true
  *   DELETE /api/credentials/{identifier}        → {id, name, deleted: true}; 404 when unknown
  *   GET    /api/credential/{credential_key}     worker read: {credential_id, credential_key, credential_type, data, created_at, updated_at}
@@ -105,7 +105,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
         },
       },
       response: {
-        200: { type: 'object', properties: { items: { type: 'array', items: meta }, total: { type: 'integer' }, limit: { type: 'integer' }, offset: { type: 'integer' } } },
+        200: { type: 'object', properties: { credentials: { type: 'array', items: meta }, count: { type: 'integer' }, total: { type: 'integer' }, limit: { type: 'integer' }, offset: { type: 'integer' } } },
       },
     },
   }, async (req) => svc.list(req.query));

@@ -109,18 +109,19 @@ describe('GET /api/credentials', () => {
     const r = await get('/api/credentials?limit=1000');
     expect(r.statusCode).toBe(200);
     expect(r.body).not.toContain('CANARY');
-    expect(r.json().items.every((c: Record<string, unknown>) => !('data' in c))).toBe(true);
-    expect(r.json().total).toBe(r.json().items.length);
+    expect(r.json().credentials.every((c: Record<string, unknown>) => !('data' in c))).toBe(true);
+    expect(r.json().total).toBe(r.json().credentials.length);
+    expect(r.json().count).toBe(r.json().credentials.length);
   });
 
   it('filters by type, tag, text on name and description; pages', async () => {
-    expect((await get('/api/credentials?type=oauth2')).json().items.map((c: { name: string }) => c.name)).toEqual(['listed_1', 'listed_3']);
-    expect((await get('/api/credentials?tag=team-a')).json().items.map((c: { name: string }) => c.name)).toEqual(['listed_0', 'listed_1']);
-    expect((await get('/api/credentials?q=warehouse')).json().items.map((c: { name: string }) => c.name)).toEqual(['listed_3']);
+    expect((await get('/api/credentials?type=oauth2')).json().credentials.map((c: { name: string }) => c.name)).toEqual(['listed_1', 'listed_3']);
+    expect((await get('/api/credentials?tag=team-a')).json().credentials.map((c: { name: string }) => c.name)).toEqual(['listed_0', 'listed_1']);
+    expect((await get('/api/credentials?q=warehouse')).json().credentials.map((c: { name: string }) => c.name)).toEqual(['listed_3']);
     expect((await get('/api/credentials?q=LISTED_')).json().total).toBe(5);
     const page = (await get('/api/credentials?q=listed&limit=2&offset=2')).json();
-    expect(page).toMatchObject({ total: 5, limit: 2, offset: 2 });
-    expect(page.items.map((c: { name: string }) => c.name)).toEqual(['listed_2', 'listed_3']);
+    expect(page).toMatchObject({ count: 2, total: 5, limit: 2, offset: 2 });
+    expect(page.credentials.map((c: { name: string }) => c.name)).toEqual(['listed_2', 'listed_3']);
     expect((await get('/api/credentials?q=%25')).json().total).toBe(0);
   });
 });

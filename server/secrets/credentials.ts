@@ -64,7 +64,10 @@ export interface CredentialRead {
 }
 
 export interface CredentialList {
-  items: CredentialMeta[];
+  credentials: CredentialMeta[];
+  /** Rows in this page. */
+  count: number;
+  /** Rows matching the filters. */
   total: number;
   limit: number;
   offset: number;
@@ -157,7 +160,7 @@ export class CredentialService {
     const limit = Math.min(Math.max(q.limit ?? 50, 1), 1000);
     const offset = Math.max(q.offset ?? 0, 0);
     const { rows, total } = await store.listCredentials(this.db.pool, { type: q.type, tag: q.tag, q: q.q, limit, offset });
-    return { items: rows.map(toMeta), total, limit, offset };
+    return { credentials: rows.map(toMeta), count: rows.length, total, limit, offset };
   }
 
   /** Metadata only unless include_data; include_data stores/refreshes the authentication cache. */
