@@ -23,7 +23,8 @@
  * Read directly by the tools: PLAYFLOW_PYTHON (interpreter, default python3), SMTP_HOST,
  * SMTP_PORT, SMTP_USER, SMTP_PASSWORD, SMTP_SECURE, SMTP_FROM (email fallback server). The
  * python interpreters get only PATH, HOME, LANG/LC_*, TZ, TMPDIR, VIRTUAL_ENV, PYENV_*,
- * SSL_CERT_* and PYTHON* from the worker's environment — never its tokens or broker URL.
+ * SSL_CERT_*, proxies, CA bundles, PYTHON* and the names listed in WORKER_PYTHON_ENV (comma
+ * separated) from the worker's environment — never its tokens or broker URL.
  */
 import { hostname } from 'node:os';
 import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort, type LogLevel } from '../server/config.js';

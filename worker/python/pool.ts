@@ -18,7 +18,7 @@ export interface PythonPoolOptions {
   maxCallsPerProcess?: number;
   /** Interpreter binary. Default env PLAYFLOW_PYTHON or `python3`. */
   python?: string;
-  /** Extra environment for the interpreters (the worker's own environment is not passed on except PATH, HOME, LANG, PYTHON*). */
+  /** Extra environment for the interpreters (of the worker's own environment only PATH, HOME, locale, proxies, CA bundles, PYTHON* and the names listed in WORKER_PYTHON_ENV are passed on). */
   env?: Record<string, string>;
   /** How long an interpreter may take to start. Default 20 s. */
   startTimeoutMs?: number;
@@ -201,9 +201,13 @@ export class PythonPool {
     this.python = opts.python ?? process.env.PLAYFLOW_PYTHON ?? 'python3';
     this.startTimeoutMs = opts.startTimeoutMs ?? 20_000;
     this.onStderr = opts.onStderr;
+    // User code must not see the worker's secrets (API token, broker URL with credentials): pass
+    // only what an interpreter needs, proxies and CA bundles, and the names in WORKER_PYTHON_ENV.
     const env: NodeJS.ProcessEnv = {};
+    const extra = new Set((process.env.WORKER_PYTHON_ENV ?? '').split(',').map((x) => x.trim()).filter(Boolean));
     for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && (/^(PATH|HOME|LANG|LC_.*|TZ|TMPDIR|VIRTUAL_ENV|PYENV_.*|SSL_CERT_.*)$/.test(k) || k.startsWith('PYTHON'))) env[k] = v;
+      if (v === undefined) continue;
+      if (extra.has(k) || /^(PATH|HOME|LANG|LC_.*|TZ|TMPDIR|VIRTUAL_ENV|PYENV_.*|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|(HTTPS?|NO|ALL)_PROXY|(https?|no|all)_proxy)$/.test(k) || k.startsWith('PYTHON')) env[k] = v;
     }
     this.env = { ...env, ...opts.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
   }

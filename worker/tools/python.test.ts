@@ -4,6 +4,8 @@ import { closePythonPool, configurePython, pythonPool } from './python.js';
 import { makeCtx } from '../testing/helpers.js';
 
 beforeAll(async () => {
+  process.env.PLAYFLOW_API_TOKEN = 'worker-secret-token';
+  process.env.BROKER_URL = 'nats://user:pass@127.0.0.1:4222';
   configurePython({ size: 2, maxCallsPerProcess: 1000 });
   await pythonPool().start();
 });
@@ -101,6 +103,11 @@ describe('python tool', () => {
     expect(typeof (await pidOf())).toBe('number');
     await new Promise((r) => setTimeout(r, 300));
     expect(pythonPool().stats.alive).toBe(2);
+  });
+
+  it('user code does not see the worker\'s secrets in its environment', async () => {
+    const out = await py('import os\ndef main():\n    return sorted(k for k in os.environ if "TOKEN" in k or k == "BROKER_URL")');
+    expect(out.response).toEqual([]);
   });
 
   it('input() cannot read the protocol stream', async () => {
