@@ -335,4 +335,18 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
       expect(stub.credentials.get('d')?.data).toEqual({ api_key: 'k' });
     }, 5000);
   });
+
+  it('watches only the namespaces it is given', async () => {
+    await operator('op-ns', { namespaces: ['only-a', 'only-b'], leaderElection: { enabled: false } });
+    kube.putObject('playbooks', { metadata: { name: 'in-a', namespace: 'only-a' }, spec: { workflow: [{ step: 'start' }] } });
+    kube.putObject('playbooks', { metadata: { name: 'in-b', namespace: 'only-b' }, spec: { workflow: [{ step: 'start' }] } });
+    kube.putObject('playbooks', { metadata: { name: 'elsewhere', namespace: 'other' }, spec: { workflow: [{ step: 'start' }] } });
+    await eventually(() => {
+      expect(kube.getObject('playbooks', 'only-a', 'in-a')?.status?.catalogVersion).toBe(1);
+      expect(kube.getObject('playbooks', 'only-b', 'in-b')?.status?.catalogVersion).toBe(1);
+    });
+    await sleep(300);
+    expect(kube.getObject('playbooks', 'other', 'elsewhere')?.status).toBeUndefined();
+    expect(kube.requests.some((r) => r.token === 'op-ns' && (r.path === '/apis/playflow.io/v1alpha1/playbooks' || r.path === '/api/v1/secrets'))).toBe(false);
+  });
 });

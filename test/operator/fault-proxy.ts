@@ -15,10 +15,13 @@ export class FaultProxy {
   failing = new Map<string, number>();
   /** Requests forwarded or failed, in order: "METHOD path status". */
   readonly log: string[] = [];
+  /** The same requests with their user agent (the operator sends playflow-operator/<identity>). */
+  readonly requests: Array<{ method: string; path: string; userAgent: string }> = [];
 
   constructor(private readonly target: string) {
     this.server = http.createServer((req, res) => {
       const path = req.url ?? '/';
+      this.requests.push({ method: req.method ?? 'GET', path, userAgent: String(req.headers['user-agent'] ?? '') });
       if (this.down) {
         this.log.push(`${req.method} ${path} reset`);
         req.socket.destroy();

@@ -307,6 +307,10 @@ describe('operator acceptance (fake API server + real Playflow server)', { timeo
     const nonLease = (token: string) => kube.writes(token).filter((r) => !r.path.includes('/leases/'));
     expect(nonLease('op-follower')).toEqual([]);
     expect(nonLease('op-leader').length).toBeGreaterThan(0);
+    // …and only the leader talks to the Playflow server
+    const serverCalls = (id: string) => proxy.requests.filter((r) => r.userAgent === `playflow-operator/${id}`);
+    expect(serverCalls('op-follower')).toEqual([]);
+    expect(serverCalls('op-leader').map((r) => `${r.method} ${r.path}`)).toEqual(expect.arrayContaining(['POST /api/catalog/playbook', 'POST /api/credentials']));
 
     await running.splice(running.indexOf(a), 1)[0]!.stop();
     await eventually(() => expect(b.isLeader()).toBe(true), 20_000);
