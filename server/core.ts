@@ -49,6 +49,10 @@ export interface ServerCoreConfig {
   serverName?: string;
   poolSize?: number;
   snapshots?: boolean;
+  /** Snapshot every N appended events (default 20; always at the end). */
+  snapshotEvery?: number;
+  /** Executions whose latest state this process keeps in memory (default 1000; 0 disables). */
+  stateCacheSize?: number;
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
   engine?: Engine<any>;
@@ -95,6 +99,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const outbox = new Outbox(db, broker, config.serverUrl, log);
   const executions = new PgExecutionService({
     db, engine: config.engine ?? defaultEngine, outbox, hooks, logger: log, snapshots: config.snapshots,
+    snapshotEvery: config.snapshotEvery, stateCacheSize: config.stateCacheSize,
     defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds,
   });
   const runtime = new PgRuntimeService(db);

@@ -346,23 +346,48 @@ workbook:
   });
 
   it('the snapshot can be dropped at any time: state rebuilt from the log equals the cached one', async () => {
+    const json = (v: unknown) => JSON.parse(JSON.stringify(v));
     const run = await core.deps.executions.start({ path: 't/chain3' });
+    const id = run.execution_id;
     let n = 0;
     await runWorker(core, (c) => {
       n++;
       return echo(c);
     }, { until: async () => n >= 1 });
-    const { rows } = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [run.execution_id]);
-    const folded = await core.executions.foldState(run.execution_id);
-    expect(JSON.parse(JSON.stringify(folded))).toEqual(rows[0].state);
-    const { events } = await core.deps.executions.events(run.execution_id);
-    expect(rows[0].seq).toBe(events.at(-1)!.seq);
-    await core.executions.dropSnapshots(run.execution_id);
-    await runWorker(core, echo, { until: () => terminal(core, run.execution_id) });
-    const rec = (await core.deps.executions.get(run.execution_id))!;
+    const viaLog = json(await core.executions.foldState(id));
+    expect(json(await core.executions.loadState(id))).toEqual(viaLog); // process cache / snapshot path
+    const { rows } = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id]);
+    if (rows[0]) expect(json(await core.executions.foldState(id, rows[0].seq))).toEqual(rows[0].state);
+    await core.executions.dropSnapshots(id);
+    expect(json(await core.executions.loadState(id))).toEqual(viaLog); // rebuilt from the log alone
+    await runWorker(core, echo, { until: () => terminal(core, id) });
+    const rec = (await core.deps.executions.get(id))!;
     expect(rec.status).toBe('completed');
-    const snap = await core.db.pool.query('SELECT state FROM execution_state WHERE execution_id = $1', [run.execution_id]);
-    expect(JSON.parse(JSON.stringify(await core.executions.foldState(run.execution_id)))).toEqual(snap.rows[0].state);
+    const snap = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id]);
+    const { events } = await core.deps.executions.events(id);
+    expect(snap.rows[0].seq).toBe(events.at(-1)!.seq); // always written at the end
+    expect(json(await core.executions.foldState(id))).toEqual(snap.rows[0].state);
+  });
+
+  it('a snapshot after every event and no process cache give the same execution', async () => {
+    const json = (v: unknown) => JSON.parse(JSON.stringify(v));
+    const strict = await testCore(tdb.url, { snapshotEvery: 1, stateCacheSize: 0, serverName: 'strict' });
+    try {
+      const run = await strict.deps.executions.start({ path: 't/chain3' });
+      let n = 0;
+      await runWorker(strict, (c) => {
+        n++;
+        return echo(c);
+      }, { until: async () => n >= 2 });
+      const { rows } = await strict.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [run.execution_id]);
+      const { events } = await strict.deps.executions.events(run.execution_id);
+      expect(rows[0].seq).toBe(events.at(-1)!.seq);
+      expect(json(await strict.executions.foldState(run.execution_id))).toEqual(rows[0].state);
+      await runWorker(strict, echo, { until: () => terminal(strict, run.execution_id) });
+      expect((await strict.deps.executions.get(run.execution_id))?.result).toMatchObject({ step: 's3', i: 3 });
+    } finally {
+      await strict.stop();
+    }
   });
 
   it('queue stats and runtime registrations', async () => {

@@ -38,6 +38,14 @@ export interface ExecutionServiceOptions {
   logger?: CoreLogger;
   /** Cache folded state in execution_state (default true). Off: every mutation folds the log. */
   snapshots?: boolean;
+  /**
+   * Write the snapshot when this many events were appended since the last one (default 20), and
+   * always when the execution ends: a large state is not rewritten on every event; loading reduces
+   * the few newer events.
+   */
+  snapshotEvery?: number;
+  /** Executions whose latest state is kept in process memory (default 1000; 0 disables). */
+  stateCacheSize?: number;
   /** Lease of a claim when the worker asks for none (default 60 s) and the cap (default 3600 s). */
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
@@ -57,14 +65,24 @@ const SERVER_EVENT_NAMES = new Set([
 
 interface TxCtx {
   toPublish: OutboxItem[];
+  /** States to put in the process cache once the transaction committed. */
+  cache: Map<string, CachedState>;
   /** Executions that became terminal in this transaction (their children are cancelled after commit). */
   terminated: string[];
+}
+
+interface CachedState {
+  seq: number;
+  state: ExecutionStateView;
+  snapSeq: number;
 }
 
 interface Loaded {
   row: ExecutionRow;
   state: ExecutionStateView | undefined;
   seq: number;
+  /** seq of the stored snapshot (0: none). */
+  snapSeq: number;
   playbook: Playbook;
 }
 
@@ -87,6 +105,14 @@ export class PgExecutionService implements ExecutionService {
   private readonly outbox: Outbox;
   private readonly log: CoreLogger;
   private readonly snapshots: boolean;
+  private readonly snapshotEvery: number;
+  private readonly stateCacheSize: number;
+  /**
+   * Latest committed state per execution, an LRU that may be dropped at any time. Used only when
+   * its seq equals the log's last seq read under the execution lock, so another replica's writes
+   * are never missed. States are never mutated (the engine is copy-on-write).
+   */
+  private readonly stateCache = new Map<string, CachedState>();
   private readonly defaultLease: number;
   private readonly maxLease: number;
   private readonly maxInFlight?: number;
@@ -101,6 +127,8 @@ export class PgExecutionService implements ExecutionService {
     this.outbox = o.outbox;
     this.log = o.logger ?? silentCoreLogger;
     this.snapshots = o.snapshots ?? true;
+    this.snapshotEvery = Math.max(1, o.snapshotEvery ?? 20);
+    this.stateCacheSize = Math.max(0, o.stateCacheSize ?? 1000);
     this.defaultLease = o.defaultLeaseSeconds ?? 60;
     this.maxLease = o.maxLeaseSeconds ?? 3600;
     this.maxInFlight = o.maxInFlight;
@@ -166,7 +194,7 @@ export class PgExecutionService implements ExecutionService {
         parent_execution_id: parentId, root_execution_id: row.root_execution_id,
       }, this.input(now, externalVars));
       metrics.executions.inc({ status: 'started' });
-      const applied = await this.persist(client, ctx, { row, state: undefined, seq: 0, playbook: entry.playbook }, decision, now, externalVars);
+      const applied = await this.persist(client, ctx, { row, state: undefined, seq: 0, snapSeq: 0, playbook: entry.playbook }, decision, now, externalVars);
       return { execution_id: id, status: 'started' as const, path: entry.path, version: entry.version, commands: applied.inserted.length };
     }, { retryUniqueChild: true });
   }
@@ -381,14 +409,29 @@ export class PgExecutionService implements ExecutionService {
     return ids.length;
   }
 
-  /** Drops cached snapshots (all, or one execution's): the next mutation folds the log. */
+  /** Drops cached state (snapshot rows and this process's cache; all, or one execution's): the next mutation folds the log. */
   async dropSnapshots(executionId?: string): Promise<void> {
     await eventStore.dropSnapshot(this.db.pool, executionId);
+    if (executionId === undefined) this.stateCache.clear();
+    else this.stateCache.delete(executionId);
+  }
+
+  private remember(id: string, entry: CachedState) {
+    if (this.stateCacheSize === 0) return;
+    this.stateCache.delete(id);
+    if (isTerminal(entry.state.status)) return; // nothing more will happen to it (normally)
+    this.stateCache.set(id, entry);
+    if (this.stateCache.size > this.stateCacheSize) this.stateCache.delete(this.stateCache.keys().next().value!);
+  }
+
+  /** Current state the way a mutation loads it (process cache, snapshot + newer events, or the log). */
+  async loadState(executionId: string): Promise<ExecutionStateView | undefined> {
+    return this.db.tx(async (client) => (await this.lockAndLoad(client, executionId))?.state);
   }
 
   /** State rebuilt from the event log alone (no snapshot), for checks and diagnostics. */
-  async foldState(executionId: string): Promise<ExecutionStateView> {
-    const events = await eventStore.list(this.db.pool, executionId, 0);
+  async foldState(executionId: string, uptoSeq?: number): Promise<ExecutionStateView> {
+    const events = (await eventStore.list(this.db.pool, executionId, 0)).filter((e) => uptoSeq === undefined || e.seq <= uptoSeq);
     return this.engine.fold(events.map(eventStore.toEngineEvent));
   }
 
@@ -416,7 +459,7 @@ export class PgExecutionService implements ExecutionService {
   /** One transaction; after commit: outbox publish, then cancel the children of ended executions. */
   private async run<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const ctx: TxCtx = { toPublish: [], terminated: [] };
+      const ctx: TxCtx = { toPublish: [], terminated: [], cache: new Map() };
       let value: T;
       try {
         value = await this.db.tx((client) => fn(client, ctx));
@@ -427,6 +470,7 @@ export class PgExecutionService implements ExecutionService {
         if (!retry) throw err;
         continue;
       }
+      for (const [id, entry] of ctx.cache) this.remember(id, entry);
       if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
       for (const id of ctx.terminated) await this.cancelChildren(id);
       return value;
@@ -464,10 +508,16 @@ export class PgExecutionService implements ExecutionService {
     const playbook = await this.playbookFor(client, row.catalog_id);
     let state: ExecutionStateView | undefined;
     let seq = 0;
+    let snapSeq = 0;
+    const cached = this.stateCache.get(executionId);
+    if (cached && cached.seq === (await eventStore.lastSeq(client, executionId))) {
+      return { row, state: cached.state, seq: cached.seq, snapSeq: cached.snapSeq, playbook };
+    }
     const snap = this.snapshots ? await eventStore.loadSnapshot<ExecutionStateView>(client, executionId) : null;
     if (snap) {
       state = snap.state;
       seq = snap.seq;
+      snapSeq = snap.seq;
       for (const e of await eventStore.list(client, executionId, seq)) {
         state = this.engine.reduce(state, eventStore.toEngineEvent(e));
         seq = e.seq;
@@ -479,7 +529,7 @@ export class PgExecutionService implements ExecutionService {
         seq = all[all.length - 1].seq;
       }
     }
-    return { row, state, seq, playbook };
+    return { row, state, seq, snapSeq, playbook };
   }
 
   private async applyLoaded(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, event: EngineEvent): Promise<Applied> {
@@ -517,10 +567,14 @@ export class PgExecutionService implements ExecutionService {
     const row = await execStore.updateFromState(client, id, {
       status: s.status, result: (s.result ?? null) as Json | null, error: (s.error ?? null) as Json | null, steps: s.steps ?? {}, terminal,
     });
-    if (this.snapshots) await eventStore.saveSnapshot(client, id, seq, s);
+    if (this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery)) {
+      await eventStore.saveSnapshot(client, id, seq, s);
+      loaded.snapSeq = seq;
+    }
     loaded.row = row;
     loaded.state = s;
     loaded.seq = seq;
+    ctx.cache.set(id, { seq, state: s, snapSeq: loaded.snapSeq });
 
     if (terminal && !wasTerminal) {
       const cancelled = await queueStore.cancelOpen(client, id);
