@@ -11,6 +11,7 @@ import { checkSchema } from './schema-check.js';
 import { isV1, normalizePlaybook } from './normalize.js';
 import { checkWrittenDocument, validatePlaybook } from './validate.js';
 import { checkTemplates } from './template-check.js';
+import { MAX_NESTING, valueDepth, yamlDepth } from './nesting.js';
 
 /** Largest playbook accepted, in bytes of UTF-8 text (2 MiB). */
 export const MAX_PLAYBOOK_BYTES = 2 * 1024 * 1024;
@@ -45,6 +46,10 @@ export function parsePlaybook(text: string, opts: ParseOptions = {}): ParseResul
     return fail('', `playbook is too large: ${formatBytes(size)} (${size} bytes); the limit is ${formatBytes(limit)} (${limit} bytes)`);
   }
   if (!text.trim()) return fail('', 'the playbook document is empty');
+  const nesting = yamlDepth(text);
+  if (nesting.depth > MAX_NESTING) {
+    return fail('', `playbook nests too deeply: more than ${MAX_NESTING} levels at line ${nesting.line}; the limit is ${MAX_NESTING}`);
+  }
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length) return { errors: doc.errors.map(yamlError), warnings: [] };
   let value: unknown;
@@ -62,6 +67,8 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
   if (!isPlainObject(doc)) {
     return fail('', `a playbook must be a mapping with apiVersion, kind, metadata and workflow; got ${describeType(doc)}`);
   }
+  // Decoded documents (JSON bodies, custom resources) skip the text check; the walkers below recurse.
+  if (valueDepth(doc) > MAX_NESTING) return fail('', `playbook nests too deeply: more than ${MAX_NESTING} levels; the limit is ${MAX_NESTING}`);
   const written = new Issues();
   checkWrittenDocument(doc, written);
   const templates = new Issues();
