@@ -1,9 +1,11 @@
 /**
  * What the controllers need from the Playflow server, over its HTTP API only (client/http.ts
- * PlayflowClient). Errors stay `ApiError`s: status 0 = server unreachable, 422 = invalid playbook
+ * PlayflowClient; client/secrets.ts SecretsClient for credentials). Errors stay `ApiError`s:
+ * status 0 = server unreachable, 422 = invalid playbook
  * (details: every problem with its path), 400 = bad input (e.g. credential schema validation).
  */
 import { ApiError, PlayflowClient } from '../client/http.js';
+import { SecretsClient } from '../client/secrets.js';
 import type { QueueStats, RegisterPlaybookResponse } from '../client/protocol.js';
 import type { JsonObject } from '../playbook/types.js';
 
@@ -34,6 +36,7 @@ export interface OperatorServerApi {
 }
 
 export function serverApi(client: PlayflowClient): OperatorServerApi {
+  const secrets = new SecretsClient(client);
   return {
     registerPlaybook: (content, path) => client.registerPlaybook(content, path),
     async deletePlaybook(path) {
@@ -54,11 +57,11 @@ export function serverApi(client: PlayflowClient): OperatorServerApi {
     },
     queueStats: () => client.queueStats(),
     async upsertCredential(c) {
-      await client.request('POST', '/api/credentials', { body: c });
+      await secrets.putCredential(c);
     },
     async deleteCredential(name) {
       try {
-        await client.request('DELETE', `/api/credentials/${encodeURIComponent(name)}`);
+        await secrets.deleteCredential(name);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return;
         throw err;
@@ -66,7 +69,7 @@ export function serverApi(client: PlayflowClient): OperatorServerApi {
     },
     async credentialExists(name) {
       try {
-        await client.request('GET', `/api/credentials/${encodeURIComponent(name)}`);
+        await secrets.getCredential(name); // metadata only: no data is decrypted or cached
         return true;
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return false;
