@@ -45,7 +45,7 @@ const IterKeys = nodes.Node.extend('IterKeys', { fields: ['target'] });
 const IterPairs = nodes.Node.extend('IterPairs', { fields: ['target'] });
 
 /** Loop iterations one render may perform in total (nested loops multiply): CPU protection. */
-export const MAX_LOOP_ITEMS = 1_000_000;
+export const MAX_LOOP_ITEMS = 100_000;
 let loopBudget = MAX_LOOP_ITEMS;
 
 function chargeLoop(v: unknown): void {
@@ -562,7 +562,7 @@ function compileAst(src: string, ast: any, exprOnly: boolean): Compiled {
 class Lru<V> {
   private young = new Map<string, V>();
   private old = new Map<string, V>();
-  constructor(private readonly max: number) {}
+  constructor(public max: number) {}
   get(k: string): V | undefined {
     const v = this.young.get(k);
     if (v !== undefined) return v;
@@ -600,6 +600,13 @@ export function cacheSize(): number {
 export function clearCache(): void {
   templateCache.clear();
   expressionCache.clear();
+}
+
+/** Changes the bound of each compiled-template cache (default 5000); clears them. For tests and tuning. */
+export function setCacheLimit(max: number = CACHE_SIZE): void {
+  templateCache.max = max;
+  expressionCache.max = max;
+  clearCache();
 }
 
 function cached(cache: Lru<Compiled | TemplateSyntaxError | SecurityError>, key: string, make: () => Compiled): Compiled {

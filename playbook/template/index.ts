@@ -39,7 +39,7 @@ import { TemplateSyntaxError, compileExpression, compileTemplate, run, takeMissi
 import { isSafeString, truthy } from './python.js';
 
 export { buildContext, resultView, isHttpEnvelope, type ContextParts, type TemplateContext } from './context.js';
-export { addFilter, cacheSize, clearCache, cacheStats } from './engine.js';
+export { addFilter, cacheSize, clearCache, cacheStats, setCacheLimit } from './engine.js';
 export { DENIED_NAMES } from './sandbox.js';
 
 export type TemplateErrorKind = 'undefined' | 'syntax' | 'security' | 'type';

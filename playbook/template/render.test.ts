@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TemplateError, cacheSize, cacheStats, checkTemplate, deferKeychain, evalCondition, evalExpression, referencesName, renderString, renderValue } from './index.js';
+import { TemplateError, cacheSize, cacheStats, setCacheLimit, checkTemplate, deferKeychain, evalCondition, evalExpression, referencesName, renderString, renderValue } from './index.js';
 import type { Json } from '../types.js';
 
 const ctx = {
@@ -227,8 +227,32 @@ describe('compile cache', () => {
     expect(cacheStats.misses).toBe(before.misses);
   });
   it('is bounded', () => {
-    for (let i = 0; i < 6000; i++) renderString(`{{ ${i} }}`, {});
-    expect(cacheSize()).toBeLessThanOrEqual(5000);
+    setCacheLimit(200);
+    try {
+      for (let i = 0; i < 1000; i++) renderString(`{{ ${i} }}`, {});
+      expect(cacheSize()).toBeLessThanOrEqual(200);
+      expect(cacheSize()).toBeGreaterThanOrEqual(100);
+    } finally {
+      setCacheLimit();
+    }
+  });
+  it('keeps templates in use while others come and go (LRU)', () => {
+    setCacheLimit(200);
+    try {
+      const hot = `{{ n * ${Math.random()} }}`;
+      renderString(hot, ctx);
+      for (let i = 0; i < 1000; i++) {
+        renderString(`{{ ${i} + 0.5 }}`, {});
+        if (i % 50 === 0) renderString(hot, ctx);
+      }
+      const before = cacheStats.misses;
+      renderString(hot, ctx);
+      expect(cacheStats.misses).toBe(before);
+      renderString('{{ 0 + 0.5 }}', {}); // used once, long ago: evicted
+      expect(cacheStats.misses).toBe(before + 1);
+    } finally {
+      setCacheLimit();
+    }
   });
   it('syntax errors are cached as errors and still thrown', () => {
     expect(err(() => renderString('{{ ( }}', {})).kind).toBe('syntax');
