@@ -108,7 +108,7 @@ describe('verifyKey and rotation against PostgreSQL', () => {
         for (let i = 0; i < 5; i++) expect(await kc.get('9', `k${i}`)).toMatchObject({ status: 'success', token_data: { access_token: `tok-${i}` } });
       },
     });
-    expect(result).toEqual({ rotated: { credential: 7, keychain: 5, auth_cache: 2 }, total: 14, key_id: newK.id });
+    expect(result).toEqual({ rotated: { credential: 7, keychain: 5, auth_cache: 2 }, total: 14, key_id: newK.id, remaining: 0 });
     expect(seen).toEqual([['credential', 3], ['credential', 3], ['credential', 1], ['keychain', 3], ['keychain', 2], ['auth_cache', 2]]);
     for (const t of ['credential', 'keychain', 'auth_cache']) {
       const { rows } = await h.db.pool.query(`SELECT DISTINCT key_id FROM ${t}`);
@@ -122,5 +122,24 @@ describe('verifyKey and rotation against PostgreSQL', () => {
     expect(onlyNew.decrypt(rows[0].data_enc, 'auth_cache')).toEqual({ username: 'u0', password: 'CANARY-0' });
     // a second run has nothing to do
     expect((await reencryptAll(h.db.pool, onlyNew)).total).toBe(0);
+  });
+
+  it('waits for rows another transaction holds, then rotates them too', async () => {
+    const next = newKey();
+    const cipher = new Cipher(next, [newK]);
+    const holder = await h.db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM credential WHERE name = 'c0' FOR UPDATE`);
+      const run = reencryptAll(h.db.pool, cipher, { batchSize: 100 });
+      await new Promise((r) => setTimeout(r, 250));
+      await holder.query('COMMIT');
+      const res = await run;
+      expect(res.rotated.credential).toBe(7);
+      expect(res.remaining).toBe(0);
+    } finally {
+      holder.release();
+    }
+    expect((await new CredentialService(h.db, new Cipher(next)).read('c0')).data).toEqual({ username: 'u0', password: 'CANARY-0' });
   });
 });

@@ -159,6 +159,18 @@ export interface ReencryptResult {
   rotated: Record<string, number>;
   total: number;
   key_id: string;
+  /** Rows still under another key at the end (locked throughout, or written by a server without the new key). */
+  remaining: number;
+}
+
+async function countOld(db: Pick<pg.Pool, 'connect'>, table: string, keyId: string): Promise<number> {
+  const client = await db.connect();
+  try {
+    const { rows } = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table} WHERE key_id <> $1`, [keyId]);
+    return Number(rows[0].n);
+  } finally {
+    client.release();
+  }
 }
 
 /**
@@ -170,13 +182,14 @@ export interface ReencryptResult {
 export async function reencryptAll(
   db: Pick<pg.Pool, 'connect'>,
   cipher: Cipher,
-  opts: { batchSize?: number; onBatch?: (table: string, count: number) => void | Promise<void> } = {},
+  opts: { batchSize?: number; onBatch?: (table: string, count: number) => void | Promise<void>; maxLockedRetries?: number } = {},
 ): Promise<ReencryptResult> {
   const batchSize = opts.batchSize ?? 100;
   const rotated: Record<string, number> = {};
   let total = 0;
   for (const { table, pk, purpose } of ENCRYPTED_TABLES) {
     rotated[table] = 0;
+    let lockedRetries = 0;
     while (true) {
       const client = await db.connect();
       let n: number;
@@ -198,12 +211,19 @@ export async function reencryptAll(
       } finally {
         client.release();
       }
-      if (n === 0) break;
-      rotated[table] += n;
-      total += n;
-      await opts.onBatch?.(table, n);
-      if (n < batchSize) break;
+      if (n > 0) {
+        rotated[table] += n;
+        total += n;
+        await opts.onBatch?.(table, n);
+      }
+      if (n === batchSize) continue;
+      // Rows skipped because another transaction held them: wait for them, a bounded number of times.
+      const left = await countOld(db, table, cipher.current.id);
+      if (left === 0 || ++lockedRetries > (opts.maxLockedRetries ?? 50)) break;
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
-  return { rotated, total, key_id: cipher.current.id };
+  let remaining = 0;
+  for (const { table } of ENCRYPTED_TABLES) remaining += await countOld(db, table, cipher.current.id);
+  return { rotated, total, key_id: cipher.current.id, remaining };
 }

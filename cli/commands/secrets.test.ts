@@ -27,7 +27,7 @@ describe('playflow credentials rotate-key', () => {
   it('re-encrypts everything with the old key as previous; verify-key then passes with the new key alone', async () => {
     const batches: number[] = [];
     const res = await rotateKey({ databaseUrl: h.tdb.url, batchSize: 2, env: { PLAYFLOW_ENCRYPTION_KEY: newB64, PLAYFLOW_ENCRYPTION_KEY_PREVIOUS: oldB64 }, onBatch: (_t, n) => batches.push(n) });
-    expect(res).toMatchObject({ total: 6, rotated: { credential: 5, keychain: 1, auth_cache: 0 }, key_id: parseKey(newB64).id, previous_key_ids: [parseKey(oldB64).id] });
+    expect(res).toMatchObject({ remaining: 0, total: 6, rotated: { credential: 5, keychain: 1, auth_cache: 0 }, key_id: parseKey(newB64).id, previous_key_ids: [parseKey(oldB64).id] });
     expect(batches).toEqual([2, 2, 1, 1]);
     const status = await keyStatus(h.tdb.url, { PLAYFLOW_ENCRYPTION_KEY: newB64 });
     expect(status.rows.credential).toEqual({ [parseKey(newB64).id]: 5 });

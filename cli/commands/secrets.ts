@@ -89,9 +89,10 @@ export function register(program: Command): void {
         batchSize: opts.batchSize,
         onBatch: json ? undefined : (table, n) => println(`  ${table}: ${n} rows re-encrypted`),
       });
-      if (json) return printJson(res);
-      println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
-      if (res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
+      if (json) printJson(res);
+      else println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
+      if (res.remaining > 0) throw new CliError(`${res.remaining} rows are still under an old key (held by other transactions, or written by a server without the new key); run rotate-key again once every server has PLAYFLOW_ENCRYPTION_KEY set to the new key`);
+      if (!json && res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
     })));
 
   creds.command('verify-key')
