@@ -11,7 +11,7 @@ import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import { MemoryBroker } from '../broker/memory.js';
 import type { BrokerMessage } from '../broker/types.js';
-import type { ServerCore } from '../core.js';
+import { createServerCore, type ServerCore } from '../core.js';
 import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
@@ -127,6 +127,24 @@ workflow:
       const nc = await connect({ servers: BROKER_URL });
       const jsm = await jetstreamManager(nc);
       await jsm.streams.delete(jsNames.stream).catch(() => {});
+      await nc.close();
+    }
+  });
+
+  it('createServerCore accepts the HTTP layer config shape (broker: {url, stream, subject, consumer})', async () => {
+    const n = uniqueBrokerNames('CFG');
+    const core = await createServerCore({ databaseUrl: tdb.url, broker: { url: BROKER_URL, ...n }, serverUrl: 'http://x', sweeper: false }, { logger: { info() {}, warn() {}, error() {} } });
+    try {
+      expect(core.broker.kind).toBe('jetstream');
+      expect(core.broker.settings).toMatchObject({ stream: n.stream, subject: n.subject, consumer: n.consumer, maxDeliver: 3, ackWaitMs: 30_000, maxAgeMs: 3_600_000 });
+      await core.start();
+      expect(await core.broker.ping()).toBe(true);
+      expect(core.deps.broker).toBe(core.broker);
+    } finally {
+      await core.close();
+      const nc = await connect({ servers: BROKER_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(n.stream).catch(() => {});
       await nc.close();
     }
   });
