@@ -5,5 +5,6 @@ export { playbookJsonSchema, playbookV1JsonSchema } from './schema.js';
 export { normalizePlaybook, type NormalizeResult, type SourceMap } from './normalize.js';
 export { validatePlaybook, checkWrittenDocument, entryStep, stepTargets } from './validate.js';
 export { formatPath } from './issues.js';
+export { MAX_NESTING } from './nesting.js';
 export { LEGACY_OPERATIONS } from './legacy-operations.js';
 export * from './template/index.js';

@@ -70,7 +70,8 @@ export function checkTemplates(doc: Record<string, unknown>, issues: Issues): vo
     step.next.forEach((target, j) => {
       if (!isPlainObject(target)) return;
       walkStrings(target.args, ['workflow', i, 'next', j, 'args'], (s, path) => {
-        if (referencesName(s, iterator)) {
+        // Broken templates were reported above; scanning them again could be slow on hostile input.
+        if (!checkTemplate(s) && referencesName(s, iterator)) {
           issues.warn(path, `the loop iterator '${iterator}' is not available in next args: they are evaluated once, at step exit; collect per-item values in a case action instead`);
         }
       });
