@@ -315,6 +315,17 @@ export class FakeKubeServer {
     for (const w of [...this.watches]) this.closeWatch(w);
   }
 
+  /** Sends an ERROR event with a Status of `code` on every open watch, then closes them. */
+  failWatches(code = 500, reason = code === 410 ? 'Expired' : 'InternalError'): void {
+    for (const w of [...this.watches]) {
+      w.res.write(JSON.stringify({
+        type: 'ERROR',
+        object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `injected ${reason}`, reason, code },
+      }) + '\n');
+      this.closeWatch(w);
+    }
+  }
+
   /** While disabled, new watch requests get 503 (existing ones are dropped). */
   setWatchesEnabled(enabled: boolean): void {
     this.watchesEnabled = enabled;
