@@ -1,7 +1,7 @@
 /**
  * `playflow execution status <id> [--watch]`: show an execution (status, steps, result, error);
  * `--watch` polls until it ends, printing status changes, and exits non-zero when it failed or
- * was cancelled. Also `execution list` and `execution cancel <id>`.
+ * was cancelled. Also `execution list`, `execution events <id>` and `execution cancel <id>`.
  */
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
@@ -89,6 +89,25 @@ export function register(program: Command): void {
     if (json) return printJson(res);
     if (res.executions.length === 0) return println('no executions');
     for (const e of res.executions) println(`${e.execution_id}\t${e.status}\t${e.path} v${e.version}\t${e.created_at}`);
+  }));
+
+  apiOptions(
+    execution.command('events <execution_id>')
+      .description("Show an execution's event log, in order")
+      .option('--after <seq>', 'only events after this seq', (v) => Number.parseInt(v, 10))
+      .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
+  ).action(action(async (id: string, opts: ApiOptions & { after?: number; limit?: number }) => {
+    const json = isJson(opts);
+    const client = clientFrom(opts);
+    const events = [];
+    for await (const e of client.iterateEvents(checkId(id), { after: opts.after })) {
+      events.push(e);
+      if (opts.limit !== undefined && events.length >= opts.limit) break;
+    }
+    if (json) return printJson({ execution_id: id, events });
+    for (const e of events) {
+      println(`${String(e.seq).padStart(4)}  ${e.created_at}  ${e.name}${e.step ? `  [${e.step}]` : ''}${e.command_id !== null ? `  #${e.command_id}` : ''}`);
+    }
   }));
 
   apiOptions(

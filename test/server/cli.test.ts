@@ -114,6 +114,13 @@ describe('run playbook and execution status', () => {
     const json = await cli(['execution', 'status', started.execution_id, ...auth(), '-o', 'json']);
     expect(JSON.parse(json.stdout)).toMatchObject({ execution_id: started.execution_id, payload: { name: 'Ada' } });
 
+    const events = await cli(['execution', 'events', started.execution_id, ...auth()]);
+    expect(events.code).toBe(0);
+    expect(events.stdout).toMatch(/^\s+1 {2}\S+ {2}execution_started/);
+    expect(events.stdout).toContain('command_issued  [start]  #1');
+    const eventsJson = JSON.parse((await cli(['execution', 'events', started.execution_id, ...auth(), '-o', 'json', '--limit', '1'])).stdout);
+    expect(eventsJson.events).toHaveLength(1);
+
     const plain = await cli(['run', 'playbook', 'examples/hello_world', ...auth()]);
     expect(plain.code).toBe(0);
     expect(plain.stdout).toMatch(/^execution \d+ started: examples\/hello_world version 1/);
