@@ -9,7 +9,7 @@
  * the complete list.
  */
 import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
-import { cmp, isPlainObject, jsonReplacer, keysOf, pyEq, pyIn, toText, truthy, typeName, unsafe } from './python.js';
+import { cmp, isPlainObject, jsonReplacer, keysOf, pyEq, pyIn, toText, truthy, typeName, unsafe, widthOf } from './python.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -407,7 +407,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     },
     center: (v, width = 80) => {
       const s = toText(v);
-      const total = Math.max(0, Number(width) - s.length);
+      const total = Math.max(0, widthOf(width) - s.length);
       return ' '.repeat(Math.floor(total / 2)) + s + ' '.repeat(total - Math.floor(total / 2));
     },
     truncate: (v, length = 255, killwords = false, end = '...') => {
@@ -421,7 +421,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     },
     wordcount: (v) => toText(v).split(/\s+/).filter(Boolean).length,
     indent: (v, width = 4, first = false) => {
-      const pad = typeof width === 'string' ? width : ' '.repeat(Number(width));
+      const pad = typeof width === 'string' ? width : ' '.repeat(Math.min(widthOf(width), 1000));
       return toText(v)
         .split('\n')
         .map((l, i) => (i === 0 && !truthy(first)) || l === '' ? l : pad + l)

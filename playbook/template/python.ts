@@ -155,6 +155,14 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
 export const MAX_ITEMS = 100_000;
 export const MAX_STRING = 10_000_000;
 
+/** A padding width (`center`, `zfill`, `'%20s'`…) that cannot allocate more than MAX_STRING. */
+export function widthOf(w: unknown): number {
+  const n = Math.trunc(Number(w));
+  if (!Number.isFinite(n) || n <= 0) return 0;
+  if (n > MAX_STRING) throw new UndefinedValueError(`width too large (over ${MAX_STRING} characters)`);
+  return n;
+}
+
 function bounded(times: number, unit: number, max: number): number {
   const n = Math.max(0, Math.trunc(times));
   if (n * Math.max(1, unit) > max) throw new UndefinedValueError(`result too large (over ${max} ${max === MAX_ITEMS ? 'items' : 'characters'})`);
@@ -262,7 +270,7 @@ export function percentFormat(fmt: string, args: unknown): string {
     else if (conv === 'x') s = Math.trunc(Number(v)).toString(16);
     else if (conv === 'r') s = JSON.stringify(v);
     else s = toText(v);
-    return width ? s.padStart(Number(width)) : s;
+    return width ? s.padStart(widthOf(width)) : s;
   });
 }
 
@@ -364,15 +372,15 @@ const STRING_METHODS: Record<string, (s: string, ...a: any[]) => unknown> = {
   isspace: (s) => /^\s+$/.test(s),
   islower: (s) => /[a-z]/.test(s) && s === s.toLowerCase(),
   isupper: (s) => /[A-Z]/.test(s) && s === s.toUpperCase(),
-  zfill: (s, w) => (s.startsWith('-') ? '-' + s.slice(1).padStart(Number(w) - 1, '0') : s.padStart(Number(w), '0')),
+  zfill: (s, w) => (s.startsWith('-') ? '-' + s.slice(1).padStart(widthOf(w) - 1, '0') : s.padStart(widthOf(w), '0')),
   center: (s, w, f) => {
-    const total = Math.max(0, Number(w) - s.length);
+    const total = Math.max(0, widthOf(w) - s.length);
     const left = Math.floor(total / 2);
     const fill = f === undefined ? ' ' : String(f);
     return fill.repeat(left) + s + fill.repeat(total - left);
   },
-  ljust: (s, w, f) => s.padEnd(Number(w), f === undefined ? ' ' : String(f)),
-  rjust: (s, w, f) => s.padStart(Number(w), f === undefined ? ' ' : String(f)),
+  ljust: (s, w, f) => s.padEnd(widthOf(w), f === undefined ? ' ' : String(f)),
+  rjust: (s, w, f) => s.padStart(widthOf(w), f === undefined ? ' ' : String(f)),
   format: (s, ...args) => {
     let i = 0;
     return s.replace(/\{(\w*)\}/g, (_m, k: string) => {

@@ -138,6 +138,11 @@ describe('sandbox: attack templates', () => {
     expect(() => renderString('{{ range(10000000000) }}', ctx)).toThrow(/too large/);
     expect(() => renderString("{{ 'x' * 100000000000 }}", ctx)).toThrow(/too large/);
     expect(() => renderString('{{ [1, 2] * 10000000000 }}', ctx)).toThrow(/too large/);
+    expect(() => renderString("{{ 'x' | center(1000000000) }}", ctx)).toThrow(/too large/);
+    expect(() => renderString("{{ 'x'.zfill(1000000000) }}", ctx)).toThrow(/too large/);
+    expect(() => renderString("{{ 'x'.ljust(1000000000) }}", ctx)).toThrow(/too large/);
+    expect(() => renderString("{{ '%1000000000s' % 'x' }}", ctx)).toThrow(/too large/);
+    expect(renderString("{{ 'x' | center(5) }}|{{ '7'.zfill(3) }}", ctx)).toBe('  x  |007');
   });
   it('nested loops that would run for hours are stopped by the loop budget', () => {
     expect(() => renderString('{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}', ctx)).toThrow(/exceed/);
