@@ -5,7 +5,8 @@
  *
  * Shutdown on SIGTERM/SIGINT: stop accepting connections (new requests on kept-alive connections
  * get 503), let requests in flight finish, then stop the core (sweeper, outbox, broker, pool).
- * A second signal, or 30 s without finishing, exits at once with status 1.
+ * A second signal, or 30 s without finishing, exits at once with status 1; so does an uncaught
+ * exception or unhandled rejection (logged first).
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app/index.js';
@@ -148,6 +149,14 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // A fault nobody awaited is a bug: log it where the operator looks, then exit non-zero so the
+    // orchestrator restarts a clean process (another replica takes the traffic meanwhile).
+    const fatal = (kind: string) => (err: unknown) => {
+      logger.fatal({ err }, `${kind}: exiting`);
+      process.exit(1);
+    };
+    process.on('uncaughtException', fatal('uncaught exception'));
+    process.on('unhandledRejection', fatal('unhandled promise rejection'));
   }
 
   return { app, core, config, address, stop };
