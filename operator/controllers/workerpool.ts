@@ -129,7 +129,8 @@ export function workerPoolReconciler(
 
     await writeStatus(obj, st, {
       observedGeneration: obj.metadata.generation,
-      replicas: desired !== current ? desired : (scale.status?.replicas ?? current),
+      // Observed replicas (the StatefulSet's status); they catch up with desiredReplicas as pods start.
+      replicas: scale.status?.replicas ?? current,
       desiredReplicas: desired,
       ...(depth !== undefined ? { queueDepth: depth, queued: stats!.queued, leased: stats!.leased } : {}),
       ...(lastScaleTime ? { lastScaleTime } : {}),
