@@ -179,6 +179,13 @@ workflow:
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
+metadata: { name: orphan, path: w/orphan }
+workflow:
+  - step: start
+    tool: { kind: playbook, path: w/does-not-exist, args: { a: 1 } }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
 metadata: { name: sleepy, path: w/sleepy }
 workflow:
   - step: start
@@ -286,6 +293,23 @@ describe('worker runtime against the real server', () => {
       expect(children).toHaveLength(2);
       const parentCalls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done' && e.step === 'start');
       for (const e of parentCalls) expect((e.payload as any).meta?.worker_id).not.toBe('w-parent');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a child playbook the server refuses to start fails the parent step with a call.done error', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const rt = new WorkerRuntime({ broker: core.broker, client: c, workerId: 'w-orphan', python: false });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/orphan', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status).toBe('failed');
+      const calls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done');
+      expect(calls).toHaveLength(1);
+      expect((calls[0].payload as any).error).toMatchObject({ status: 404, code: 'not_found' });
+      expect((calls[0].payload as any).error.message).toContain('w/does-not-exist');
     } finally {
       await rt.stop();
     }
