@@ -27,7 +27,15 @@ function walkStrings(v: unknown, path: PathSeg[], visit: (s: string, path: PathS
   else if (isPlainObject(v)) for (const [k, x] of Object.entries(v)) walkStrings(x, [...path, k], visit);
 }
 
+/**
+ * Most templates compiled per document. Compiling costs about a tenth of a millisecond each;
+ * real playbooks hold hundreds, a hostile 2 MiB one tens of thousands. A count, not a time
+ * budget, so the verdict on a document never depends on the machine.
+ */
+export const MAX_CHECKED_TEMPLATES = 5000;
+
 export function checkTemplates(doc: Record<string, unknown>, issues: Issues): void {
+  let checked = 0;
   const declared = new Set(
     (Array.isArray(doc.keychain) ? doc.keychain : []).flatMap((k) => (isPlainObject(k) && typeof k.name === 'string' ? [k.name] : [])),
   );
@@ -36,6 +44,10 @@ export function checkTemplates(doc: Record<string, unknown>, issues: Issues): vo
   const visit = (s: string, path: PathSeg[]) => {
     const condition = isConditionPath(path);
     if (!s.includes('{{') && !s.includes('{%') && !condition) return;
+    if (++checked > MAX_CHECKED_TEMPLATES) {
+      if (checked === MAX_CHECKED_TEMPLATES + 1) issues.warn(path, `template checks stopped after ${MAX_CHECKED_TEMPLATES} templates; the rest are checked when they render`);
+      return;
+    }
     const problem = checkTemplate(s, { expression: condition, field: formatPath(path) });
     if (problem) {
       issues.error(path, `invalid template: ${problem.message}`);

@@ -177,3 +177,15 @@ describe('reference warnings', () => {
     expect(warnings('  - step: payload\n    next: load-data\n  - step: load-data\n').map(([p]) => p)).toEqual(['workflow[0].step', 'workflow[1].step']);
   });
 });
+
+describe('template checks', () => {
+  it('stop after MAX_CHECKED_TEMPLATES templates with a warning, so the verdict does not depend on the machine', async () => {
+    const { MAX_CHECKED_TEMPLATES } = await import('./template-check.js');
+    const list = Array.from({ length: MAX_CHECKED_TEMPLATES }, () => '"{{ payload.x }}"');
+    const text = (extra: string) => `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkload:\n  broken: "{{ oops }"\n  many: [${list.join(', ')}${extra}]\nworkflow: [{step: a}]\n`;
+    expect(parsePlaybook(text('')).errors.map((e) => e.path)).toEqual(['workload.broken']);
+    const r = parsePlaybook(text(', "{{ late }"'));
+    expect(r.errors.map((e) => e.path)).toEqual(['workload.broken']);
+    expect(r.warnings).toEqual([{ path: `workload.many[${MAX_CHECKED_TEMPLATES - 1}]`, severity: 'warning', message: `template checks stopped after ${MAX_CHECKED_TEMPLATES} templates; the rest are checked when they render` }]);
+  });
+});
