@@ -6,7 +6,9 @@
  * vars):
  *   1. write server/app/<name>.ts exporting an `AppPlugin` (`{name, tag, routes(app, ctx)}`);
  *      declare a `schema` on every route with `routeSchema(tag, summary, {...})` so it is validated
- *      and appears in /docs; throw AppError (server/errors.ts) for 4xx answers;
+ *      and appears in /docs (bodies are validated without type coercion, query strings and path
+ *      parameters with it; schemas may `$ref` those of schemas.ts); throw AppError
+ *      (server/errors.ts) for 4xx answers;
  *   2. add its services to `ServerDeps` (server/services.ts) — optional fields if the core may
  *      run without them — and read them from `ctx.deps`;
  *   3. append it to `PLUGINS` below. Auth, error envelope, metrics and OpenAPI apply automatically.
@@ -84,7 +86,6 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
     frameworkErrors,
-    ajv: { customOptions: { strict: false } },
   });
 
   app.setValidatorCompiler(validatorCompiler);

@@ -8,6 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, Fasti
 import { AppError, badRequest, unauthorized } from '../errors.js';
 import { metrics } from '../metrics.js';
 import type { PublicEndpointGroup } from '../config.js';
+import { sharedSchemas } from './schemas.js';
 
 // ---- validation -------------------------------------------------------------------------------
 
@@ -18,6 +19,11 @@ import type { PublicEndpointGroup } from '../config.js';
 const common = { allErrors: true, useDefaults: true, strict: false, verbose: true } as const;
 const bodyAjv = new Ajv({ ...common, coerceTypes: false, removeAdditional: false });
 const textAjv = new Ajv({ ...common, coerceTypes: 'array', removeAdditional: false });
+// Request schemas may `$ref` the shared schemas (`{$ref: 'PlaybookIssue#'}`) like responses do.
+for (const s of sharedSchemas) {
+  bodyAjv.addSchema(s);
+  textAjv.addSchema(s);
+}
 
 export function validatorCompiler({ schema, httpPart }: { schema: unknown; httpPart?: string }): ValidateFunction {
   const ajv = httpPart === 'body' ? bodyAjv : textAjv;
