@@ -1,7 +1,8 @@
 /**
  * Generates the CustomResourceDefinitions in crds/ (group playflow.io, version v1alpha1):
- * Playbook, Credential and WorkerPool. Run with `npm run build && npm run crds`; the files are
- * checked in and test/operator/crds.test.ts fails when they differ from what this script produces.
+ * Playbook, Credential and WorkerPool. Run with `npm run build && npm run crds` (`-- --check` only
+ * reports stale files); the files are checked in and test/operator/crds.test.ts fails when they
+ * differ from what this script produces.
  *
  * The Playbook spec schema is derived from the language's JSON Schema (playbook/schema.ts
  * `playbookJsonSchema`), converted to a *structural* OpenAPI v3 schema as Kubernetes requires:
@@ -387,15 +388,30 @@ export function repoRoot(from = dirname(fileURLToPath(import.meta.url))): string
   return dir;
 }
 
-function main(): void {
+/** Writes crds/; with `--check` only reports stale files and exits 1 if any. */
+function main(argv: string[]): void {
+  const check = argv.includes('--check');
   const out = resolve(repoRoot(), 'crds');
   mkdirSync(out, { recursive: true });
+  let stale = 0;
   for (const [file, text] of Object.entries(renderCrds())) {
     const path = join(out, file);
     const old = existsSync(path) ? readFileSync(path, 'utf8') : '';
-    if (old !== text) writeFileSync(path, text);
-    process.stdout.write(`${old === text ? 'unchanged' : 'wrote'} crds/${file}\n`);
+    if (old === text) {
+      process.stdout.write(`unchanged crds/${file}\n`);
+      continue;
+    }
+    stale += 1;
+    if (check) process.stdout.write(`stale crds/${file}\n`);
+    else {
+      writeFileSync(path, text);
+      process.stdout.write(`wrote crds/${file}\n`);
+    }
+  }
+  if (check && stale) {
+    process.stderr.write('CRDs are stale: run `npm run build && npm run crds`\n');
+    process.exitCode = 1;
   }
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main(process.argv.slice(2));
