@@ -160,6 +160,13 @@ describe('filters', () => {
     expect(E('[[1, [2]], [3]] | flatten')).toEqual([1, 2, 3]);
     expect(E("users | groupby('role') | map(attribute='grouper') | list")).toEqual(['admin', 'user']);
   });
+  it('format (Jinja %-formatting), pprint, to_nice_json', () => {
+    expect(E("'%s-%03d' | format('a', 7)")).toBe('a-007');
+    expect(E("'%.2f%%' | format(n)")).toBe('3.14%');
+    expect(E("'%(a)s+%(b)s' | format(a=1, b=2)")).toBe('1+2');
+    expect(E('d | pprint')).toBe('{\n  "b": 2,\n  "a": 1\n}');
+    expect(E('[1] | to_nice_json')).toBe('[\n    1\n]');
+  });
   it('urlencode, truncate, bool, dict', () => {
     expect(E("{'q': 'a b', 'n': 1} | urlencode")).toBe('q=a%20b&n=1');
     expect(E("'hello world foo' | truncate(11)")).toBe('hello...');

@@ -9,7 +9,7 @@
  * the complete list.
  */
 import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
-import { cmp, isPlainObject, jsonReplacer, keysOf, pyEq, pyIn, toText, truthy, typeName, unsafe, widthOf } from './python.js';
+import { cmp, isPlainObject, jsonReplacer, keysOf, percentFormat, pyEq, pyIn, toText, truthy, typeName, unsafe, widthOf } from './python.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -395,6 +395,15 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
         else groups.push({ grouper: k, list: [x] });
       }
       return groups;
+    },
+    format: (fmt, ...args) => {
+      const { pos, kw } = splitKw(args);
+      return percentFormat(toText(fmt), Object.keys(kw).length ? kw : pos);
+    },
+    pprint: (v) => JSON.stringify(unsafe(v), jsonReplacer, 2),
+    to_nice_json: (v, ...rest) => {
+      const { kw } = splitKw(rest);
+      return JSON.stringify(unsafe(v), jsonReplacer, typeof kw.indent === 'number' ? Math.min(kw.indent, 10) : 4);
     },
     b64encode,
     b64decode,

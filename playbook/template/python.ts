@@ -255,7 +255,7 @@ export function cmp(a: unknown, b: unknown): number {
 export function percentFormat(fmt: string, args: unknown): string {
   const list = Array.isArray(args) ? args : [args];
   let i = 0;
-  return fmt.replace(/%(\([^)]*\))?([-+ 0#]*)(\d+)?(?:\.(\d+))?([sdifrx%])/g, (_m, key: string | undefined, _flags: string, width: string | undefined, prec: string | undefined, conv: string) => {
+  return fmt.replace(/%(\([^)]*\))?([-+ 0#]*)(\d+)?(?:\.(\d+))?([sdifrx%])/g, (_m, key: string | undefined, flags: string, width: string | undefined, prec: string | undefined, conv: string) => {
     if (conv === '%') return '%';
     let v: unknown;
     if (key) {
@@ -270,7 +270,11 @@ export function percentFormat(fmt: string, args: unknown): string {
     else if (conv === 'x') s = Math.trunc(Number(v)).toString(16);
     else if (conv === 'r') s = JSON.stringify(v);
     else s = toText(v);
-    return width ? s.padStart(widthOf(width)) : s;
+    if (!width) return s;
+    const w = widthOf(width);
+    if (flags.includes('-')) return s.padEnd(w);
+    if (flags.includes('0') && /[dif]/.test(conv)) return s.startsWith('-') ? '-' + s.slice(1).padStart(w - 1, '0') : s.padStart(w, '0');
+    return s.padStart(w);
   });
 }
 
