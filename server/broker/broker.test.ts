@@ -131,6 +131,20 @@ describe.each(makers)('%s broker', (_kind, make) => {
     expect(new Set([...ids, ...rest.map((m) => m.data.queue_id)]).size).toBe(10);
   });
 
+  it('outstanding() counts notifications waiting for a first delivery', async () => {
+    const b = await fresh();
+    expect(await b.outstanding()).toBe(0);
+    await b.publish(note(50));
+    await b.publish(note(51));
+    expect(await b.outstanding()).toBe(2);
+    const [m] = await b.fetch({ max: 1 });
+    expect(await b.outstanding()).toBe(1);
+    m.ack();
+    const rest = await b.fetch({ max: 5, expiresMs: 1000 });
+    rest.forEach((x) => x.ack());
+    expect(await b.outstanding()).toBe(0);
+  });
+
   it('ensure() is idempotent', async () => {
     const b = await fresh();
     await b.ensure();

@@ -212,6 +212,17 @@ export class JetStreamBroker implements Broker {
     });
   }
 
+  async outstanding(): Promise<number | null> {
+    try {
+      await this.connection();
+      if (!this.ensured) await this.ensure();
+      const ci = await this.jsm!.consumers.info(this.settings.stream, this.settings.consumer);
+      return ci.num_pending;
+    } catch {
+      return null;
+    }
+  }
+
   async ping(): Promise<boolean> {
     try {
       const nc = await this.connection();

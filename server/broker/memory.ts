@@ -82,6 +82,14 @@ export class MemoryBroker implements Broker {
     return !this.closed;
   }
 
+  async outstanding(): Promise<number | null> {
+    if (this.closed) return null;
+    this.expire(Date.now());
+    let waiting = 0;
+    for (const e of this.entries.values()) if (e.readyAt !== undefined && e.deliveries === 0) waiting++;
+    return waiting;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const w of this.waiters) {

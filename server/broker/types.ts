@@ -95,6 +95,13 @@ export interface Broker {
   consume(handler: MessageHandler, opts?: ConsumeOptions): ConsumerHandle;
   /** Liveness probe for /health. */
   ping(): Promise<boolean>;
+  /**
+   * Notifications waiting for a first delivery (JetStream `num_pending`), or null when unknown
+   * (broker down). The sweeper republishes stale rows only when this is 0, so a backlog never
+   * multiplies its own notifications. (A delivered notification is claimed at once, so a row still
+   * queued with nothing waiting has lost its notification.)
+   */
+  outstanding(): Promise<number | null>;
   close(): Promise<void>;
 }
 

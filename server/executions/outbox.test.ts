@@ -214,7 +214,14 @@ workflow:
     const core = await testCore(tdb.url, { serverName: 'stale', republishAfterMs: 60_000 });
     try {
       const run = await core.deps.executions.start({ path: 'o/one' });
+      // while a notification still waits in the broker, stale rows are not republished (a backlog
+      // must not multiply its own notifications)
+      await core.db.pool.query(`UPDATE queue SET published_at = now() - interval '2 minutes' WHERE execution_id = $1`, [run.execution_id]);
+      expect(await core.broker.outstanding()).toBe(1);
+      expect((await core.sweeper.tick()).published).toBe(0);
+      await core.db.pool.query(`UPDATE queue SET published_at = now() WHERE execution_id = $1`, [run.execution_id]);
       const first = await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 })); // consumed, never claimed
+      expect(await core.broker.outstanding()).toBe(0);
       expect(first).toHaveLength(1);
       expect((await core.sweeper.tick()).published).toBe(0); // recent: left alone
       await core.db.pool.query(`UPDATE queue SET published_at = now() - interval '2 minutes' WHERE execution_id = $1`, [run.execution_id]);

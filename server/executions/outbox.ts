@@ -61,18 +61,22 @@ export class Outbox {
   }
 
   /**
-   * Sweeper part: publishes queued, due rows never published or published longer ago than
-   * `republishAfterMs` (a notification lost or dropped after max deliveries). Rows are locked with
-   * SKIP LOCKED while published, so replicas sweeping together share the work.
+   * Sweeper part: publishes queued, due rows never published (delayed commands, failed inline
+   * publishes) and — only while no notification waits for delivery in the broker, so a backlog
+   * never multiplies its own notifications — rows published longer ago than `republishAfterMs` (a
+   * notification lost, or dropped after max deliveries). Rows are locked with SKIP LOCKED while
+   * published, so replicas sweeping together share the work.
    */
   async publishDue(opts: { republishAfterMs: number; batch: number }): Promise<number> {
+    const outstanding = await this.broker.outstanding().catch(() => null);
+    const stale = outstanding === 0;
     return this.db.tx(async (client) => {
       const { rows } = await client.query<OutboxItem>(
         `SELECT queue_id, execution_id, step FROM queue
           WHERE status = 'queued' AND available_at <= now()
-            AND (published_at IS NULL OR published_at < now() - make_interval(secs => $1))
+            AND (published_at IS NULL OR ($3 AND published_at < now() - make_interval(secs => $1)))
           ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-        [opts.republishAfterMs / 1000, opts.batch]);
+        [opts.republishAfterMs / 1000, opts.batch, stale]);
       const ok: string[] = [];
       for (const it of rows) {
         try {
