@@ -83,6 +83,22 @@ def _import(alias, module):
         )
 
 
+SAFE_INT = 2 ** 53 - 1
+
+
+def _safe_ints(v):
+    """Integers beyond JavaScript's safe range become strings (they would lose digits as numbers)."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int):
+        return str(v) if abs(v) > SAFE_INT else v
+    if isinstance(v, dict):
+        return {k: _safe_ints(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_safe_ints(x) for x in v]
+    return v
+
+
 def _traceback(exc):
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if os.path.abspath(f.filename) != RUNNER_FILE]
@@ -154,7 +170,7 @@ def main():
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 result = _run(req)
             try:
-                text = json.dumps(result, allow_nan=False)
+                text = json.dumps(_safe_ints(result), allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise CallError("not_serialisable", "result is not JSON-serialisable: %s" % e)
             outcome = '{"id": %s, "ok": true, "result": %s' % (json.dumps(rid), text)

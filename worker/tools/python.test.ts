@@ -28,6 +28,11 @@ describe('python tool', () => {
     expect(out.response).toEqual({ root: 4, dumped: '{"n": 16}', od: 'OrderedDict' });
   });
 
+  it('integers beyond 2^53 come back as strings, like BIGINT from the SQL tools', async () => {
+    const out = await py('result = {"big": 2**64, "small": 2**53 - 1, "list": [-(2**60), 1, True]}');
+    expect(out.response).toEqual({ big: '18446744073709551616', small: 9007199254740991, list: ['-1152921504606846976', 1, true] });
+  });
+
   it('async def main', async () => {
     const out = await py('import asyncio\nasync def main(n):\n    await asyncio.sleep(0.01)\n    return n * 2', { args: { n: 21 } });
     expect(out.response).toBe(42);

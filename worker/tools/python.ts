@@ -4,8 +4,8 @@
  * names is accepted too), timeout (seconds, default 300). Runs in the warm interpreter pool
  * (worker/python/pool.ts), never in the worker's process.
  *
- * Response: the JSON value returned by `main` (or assigned to `result`); `log` is everything
- * the code printed. Error outcomes: `code` python_error (with `data.traceback` and
+ * Response: the JSON value returned by `main` (or assigned to `result`; integers beyond 2^53
+ * become strings); `log` is everything the code printed. Error outcomes: `code` python_error (with `data.traceback` and
  * `data.type`), missing_library, missing_argument, not_serialisable, timeout, crash, exit.
  */
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
