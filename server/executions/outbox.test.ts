@@ -213,6 +213,7 @@ workflow:
   it('a queued row whose notification is stale (lost, or dropped after max deliveries) is republished', async () => {
     const core = await testCore(tdb.url, { serverName: 'stale', republishAfterMs: 60_000 });
     try {
+      await core.deps.catalog.register(chainPlaybook('o/one', 1));
       const run = await core.deps.executions.start({ path: 'o/one' });
       // while a notification still waits in the broker, stale rows are not republished (a backlog
       // must not multiply its own notifications)
@@ -238,6 +239,7 @@ workflow:
     const a = await testCore(tdb.url, { brokerInstance: broker, serverName: 'sa' });
     const b = await testCore(tdb.url, { brokerInstance: broker, serverName: 'sb' });
     try {
+      await a.deps.catalog.register(chainPlaybook('o/one', 1));
       // 20 executions whose first notification was lost
       const ids: string[] = [];
       for (let i = 0; i < 20; i++) ids.push((await a.deps.executions.start({ path: 'o/one' })).execution_id);
@@ -266,6 +268,7 @@ workflow:
       ],
     });
     try {
+      await core.deps.catalog.register(chainPlaybook('o/one', 1));
       const { rows: [before] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
       const run = await core.deps.executions.start({ path: 'o/one' });
       await drain(() => core.broker.fetch({ max: 10, expiresMs: 200 }));
