@@ -100,7 +100,10 @@ export class Informer<T extends KubeObjectLike> {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.abort?.abort();
     this.wakeSleep?.();
-    await this.loopDone;
+    // A list call in flight cannot be aborted; do not let it hold a shutdown for long.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.loopDone, new Promise<void>((r) => { timer = setTimeout(r, 5000); })]);
+    clearTimeout(timer);
   }
 
   private emit(event: 'add' | 'update' | 'delete', obj: T, old?: T): void {
