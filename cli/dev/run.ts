@@ -1,0 +1,138 @@
+/**
+ * `playflow dev` as a library: the embedded PostgreSQL (embedded-db.ts), the API server
+ * (server/main.ts `startServer`) and a worker runtime (worker/runtime.ts) in ONE process, on ONE
+ * in-process broker — the MemoryBroker built here and handed to both: to the server core through
+ * `ServerCoreConfig.brokerInstance` (startServer passes its config on to createServerCore) and to
+ * the worker through `WorkerRuntimeOptions.broker`. The worker still claims commands and reports
+ * events over HTTP, exactly like a worker pod, so dev exercises the production protocol.
+ *
+ * Stop order: worker (calls in flight finish within the grace), server (requests in flight
+ * finish), broker, database.
+ */
+import { homedir } from 'node:os';
+import path from 'node:path';
+import { PlayflowClient } from '../../client/http.js';
+import { loadConfig, type ServerConfig } from '../../server/config.js';
+import { MemoryBroker } from '../../server/broker/index.js';
+import { createLogger, type Logger } from '../../server/logger.js';
+import { startServer, type RunningServer } from '../../server/main.js';
+import { WorkerRuntime } from '../../worker/runtime.js';
+import { ensureDataDir, freePort, startEmbeddedDb, type EmbeddedDb } from './embedded-db.js';
+import { loadOrCreateDevKey } from './key.js';
+import { humanLogStream } from './log.js';
+
+export const DEFAULT_DEV_PORT = 8082;
+
+/** `--data-dir`, else PLAYFLOW_DEV_DIR, else ~/.playflow/dev. */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.PLAYFLOW_DEV_DIR?.trim();
+  return path.resolve(fromEnv || path.join(homedir(), '.playflow', 'dev'));
+}
+
+export interface DevOptions {
+  dataDir: string;
+  /** undefined: 8082; 0: any free port. */
+  port?: number;
+  /** When the default port is taken, take a free one instead of failing. */
+  portFallback?: boolean;
+  verbose?: boolean;
+  /** Worker concurrency (default 8). */
+  concurrency?: number;
+}
+
+export interface DevKeyInfo {
+  source: 'env' | 'generated' | 'file';
+  /** The key file, when the key is dev's own. */
+  file?: string;
+}
+
+export interface DevInstance {
+  /** http://127.0.0.1:<port> */
+  url: string;
+  client: PlayflowClient;
+  db: EmbeddedDb;
+  server: RunningServer;
+  worker: WorkerRuntime;
+  broker: MemoryBroker;
+  key: DevKeyInfo;
+  logger: Logger;
+  /** Stops everything; idempotent. */
+  stop(): Promise<void>;
+}
+
+const isLoopback = (host: string) => host === '127.0.0.1' || host === 'localhost' || host === '::1';
+
+async function choosePort(opts: DevOptions): Promise<number> {
+  if (opts.port === 0) return freePort(0);
+  const wanted = opts.port ?? DEFAULT_DEV_PORT;
+  const got = await freePort(wanted);
+  if (got === wanted || opts.portFallback) return got;
+  throw new Error(`port ${wanted} is in use (another playflow server?): pass --port <n>, or --port 0 for any free port`);
+}
+
+export async function startDev(opts: DevOptions): Promise<DevInstance> {
+  const env = process.env;
+  const verbose = opts.verbose ?? false;
+  const level = env.LOG_LEVEL?.trim() ? loadConfig({ LOG_LEVEL: env.LOG_LEVEL }).logLevel : verbose ? 'info' : 'warn';
+  const host = env.HOST?.trim() || '127.0.0.1';
+  // Listening on loopback only, an open API is the expected dev set-up: not worth a warning each run.
+  const drop = (line: string) => !verbose && isLoopback(host) && line.includes('PLAYFLOW_API_TOKEN is not set');
+  const logger = createLogger({ level, name: 'playflow-dev', destination: humanLogStream({ drop }) });
+
+  ensureDataDir(opts.dataDir);
+  let key: DevKeyInfo;
+  let keyValue: string | undefined;
+  if (env.PLAYFLOW_ENCRYPTION_KEY?.trim()) {
+    key = { source: 'env' };
+  } else {
+    const k = loadOrCreateDevKey(opts.dataDir);
+    key = { source: k.created ? 'generated' : 'file', file: k.file };
+    keyValue = k.key;
+  }
+
+  const db = await startEmbeddedDb(opts.dataDir, { log: verbose ? (l) => logger.debug({ postgres: l.trim() }, 'postgres') : undefined });
+  const broker = new MemoryBroker({}, logger);
+  let server: RunningServer | undefined;
+  let worker: WorkerRuntime | undefined;
+  const cleanup = async () => {
+    await worker?.stop().catch((err: Error) => logger.error({ err: err.message }, 'worker stop failed'));
+    await server?.stop().catch((err: Error) => logger.error({ err: err.message }, 'server stop failed'));
+    await broker.close().catch(() => {});
+    await db.stop().catch((err: Error) => logger.error({ err: err.message }, 'database stop failed'));
+  };
+  try {
+    const port = await choosePort(opts);
+    const url = `http://${host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+    const base = loadConfig({ ...env, DATABASE_URL: db.url, BROKER_URL: 'memory', PORT: String(port), HOST: host, LOG_LEVEL: level });
+    const config: ServerConfig & { brokerInstance: MemoryBroker } = {
+      ...base,
+      serverUrl: url,
+      ...(keyValue ? { encryptionKey: keyValue } : {}),
+      brokerInstance: broker,
+    };
+    server = await startServer({ config, logger, handleSignals: false });
+    if ((server.core as { broker?: unknown }).broker !== broker) {
+      throw new Error('the server core did not take the shared in-process broker (ServerCoreConfig.brokerInstance)');
+    }
+    const client = new PlayflowClient({ baseUrl: url, token: config.apiToken });
+    worker = new WorkerRuntime({
+      broker,
+      client: new PlayflowClient({ baseUrl: url, token: config.apiToken, headers: { 'user-agent': 'playflow-dev-worker' } }),
+      workerId: `dev-${process.pid}`,
+      concurrency: opts.concurrency ?? 8,
+      // Two warm interpreters for a laptop (python calls beyond two wait for a free one).
+      python: { size: 2 },
+      graceSeconds: 10,
+      logger: logger.child({ name: 'playflow-worker' }),
+    });
+    await worker.start();
+    let stopping: Promise<void> | undefined;
+    return {
+      url, client, db, server, worker, broker, key, logger,
+      stop: () => (stopping ??= cleanup()),
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}
