@@ -120,7 +120,10 @@ export interface QueueStats {
 // schemas in server/app/ are written to match them.
 // ---------------------------------------------------------------------------------------------
 
-/** GET /health (also /healthz, /readyz). 200 when every check is ok, 503 otherwise. */
+/**
+ * GET /health (also /readyz; /healthz is liveness only, with no checks). `status` is `degraded`
+ * when a check fails; the HTTP status is 503 only when the database is unreachable.
+ */
 export interface HealthCheck {
   status: 'ok' | 'error' | 'skipped';
   latency_ms?: number;

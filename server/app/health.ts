@@ -1,8 +1,10 @@
 /**
  * Probes and metrics.
  *
- * - GET /health, GET /readyz: database (`SELECT 1`) and broker (`ping`) reachability; 200 when
- *   both are ok, 503 `degraded` otherwise. Never behind the token.
+ * - GET /health, GET /readyz: database (`SELECT 1`) and broker (`ping`) reachability. `status` is
+ *   `ok` when both answer, `degraded` otherwise. The HTTP status is 503 only when the database is
+ *   unreachable: without the broker the API still works (notifications wait in the queue and the
+ *   sweeper publishes them when it is back), so pods stay in service. Never behind the token.
  * - GET /healthz: liveness only (the process answers); no dependency is checked, so a database
  *   outage makes pods unready, not restarted. Never behind the token.
  * - GET /metrics: Prometheus text. Public by default (annotation-based scrapers carry no
@@ -60,13 +62,16 @@ export async function healthRoutes(app: FastifyInstance, { deps, options }: AppC
   const healthSchema = (summary: string) =>
     routeSchema(TAG, summary, {
       security: [],
-      response: { 200: ref('HealthResponse'), 503: { ...ref('HealthResponse'), description: 'database or broker unreachable' } },
+      response: {
+        200: { ...ref('HealthResponse'), description: 'database reachable (status degraded when the broker is not)' },
+        503: { ...ref('HealthResponse'), description: 'database unreachable' },
+      },
     });
 
   for (const url of ['/health', '/readyz']) {
     app.get(url, { schema: healthSchema(url === '/health' ? 'Health: database and broker reachability' : 'Readiness (same as /health)') }, async (_req, reply) => {
       const h = await check();
-      return reply.code(h.status === 'ok' ? 200 : 503).send(h);
+      return reply.code(h.checks.database.status === 'ok' ? 200 : 503).send(h);
     });
   }
 

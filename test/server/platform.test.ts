@@ -84,6 +84,22 @@ describe('health and metrics', () => {
     expect((await s.call('GET', '/healthz', undefined, noAuth)).json()).toMatchObject({ status: 'ok', checks: {} });
   });
 
+  it('broker unreachable: 200 degraded (the API still works); the database decides 503', async () => {
+    const db = await createTestDatabase('pfhttp');
+    const core = await createServerCore({ databaseUrl: db.url, brokerUrl: 'memory', serverUrl: 'http://x', sweeper: false, poolSize: 2 });
+    const app = await buildApp(core.deps);
+    try {
+      await core.broker.close();
+      const h = await app.inject({ method: 'GET', url: '/health' });
+      expect(h.statusCode).toBe(200);
+      expect(h.json()).toMatchObject({ status: 'degraded', checks: { database: { status: 'ok' }, broker: { status: 'error' } } });
+    } finally {
+      await app.close();
+      await core.close().catch(() => {});
+      await db.drop();
+    }
+  });
+
   it('/metrics serves Prometheus text with request, queue and core metrics', async () => {
     await s.call('GET', '/api/queue/stats');
     const r = await s.call('GET', '/metrics');
