@@ -19,6 +19,11 @@ describe('duckdb tool', () => {
     expect(String(list[2].rows[0].d)).toMatch(/^2024-01-02/);
   });
 
+  it('DECIMAL: a number when exact, else the exact string', async () => {
+    const out = await runTool({ kind: 'duckdb', query: 'SELECT 1.50::DECIMAL(10,2) AS a, 12345678901234567890.12::DECIMAL(38,2) AS b, NULL::DECIMAL(5,1) AS c' }, makeCtx());
+    expect((out.response as any).rows).toEqual([{ a: 1.5, b: '12345678901234567890.12', c: null }]);
+  });
+
   it('in memory is fresh per call', async () => {
     await runTool({ kind: 'duckdb', database: ':memory:', query: 'CREATE TABLE only_here(x INT)' }, makeCtx());
     const out = await runTool({ kind: 'duckdb', query: 'SELECT * FROM only_here' }, makeCtx());

@@ -9,12 +9,12 @@
  * per call.
  *
  * Response: one statement → `{rows, columns, row_count}`; several → a list of those. Values:
- * BIGINT/HUGEINT → number when safe else string, DATE/TIMESTAMP → ISO strings, BLOB → base64,
+ * BIGINT/HUGEINT/DECIMAL → number when exact else string, DATE/TIMESTAMP → ISO strings, BLOB → base64,
  * LIST/STRUCT/MAP → arrays and objects.
  */
-import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBPreparedStatement, type DuckDBValue } from '@duckdb/node-api';
+import { DuckDBInstance, DuckDBTypeId, StatementType, type DuckDBConnection, type DuckDBPreparedStatement, type DuckDBValue } from '@duckdb/node-api';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
-import { isObject, toJson } from './json.js';
+import { decimalToJson, isObject, toJson } from './json.js';
 import { timeoutMs } from './http.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
 
@@ -55,7 +55,14 @@ async function runAll(conn: DuckDBConnection, sql: string, args: Json | undefine
     bind(prepared, args);
     const reader = await prepared.runAndReadAll();
     const columns = reader.columnNames();
-    const rows = reader.getRowObjectsJS().map((r) => toJson(r));
+    const rows = reader.getRowObjectsJS().map((r) => toJson(r)) as JsonObject[];
+    // DECIMAL as JS would be a double: take its exact text and keep it a string when a number would lose digits.
+    const decimals = reader.columnTypes().map((t, i) => (t.typeId === DuckDBTypeId.DECIMAL ? columns[i] : null)).filter((c): c is string => c !== null);
+    if (decimals.length > 0) {
+      reader.getRowObjects().forEach((raw, i) => {
+        for (const c of decimals) rows[i][c] = raw[c] === null ? null : decimalToJson(String(raw[c]));
+      });
+    }
     const t = reader.statementType;
     const changes = t === StatementType.INSERT || t === StatementType.UPDATE || t === StatementType.DELETE;
     results.push({ rows, columns, row_count: changes ? reader.rowsChanged : rows.length });

@@ -6,6 +6,24 @@ export function bigintToJson(v: bigint): number | string {
   return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
 }
 
+/**
+ * A decimal string (NUMERIC) → a number when the number prints back as the same decimal value,
+ * else the string unchanged (no silent loss of digits, same spirit as bigintToJson).
+ */
+export function decimalToJson(v: string): number | string {
+  const n = Number(v);
+  if (!Number.isFinite(n) || !/^[+-]?\d+(\.\d+)?$/.test(v)) return v;
+  const canon = (x: string) => {
+    let [i, f = ''] = x.replace(/^\+/, '').split('.');
+    const neg = i.startsWith('-');
+    i = i.replace(/^-/, '').replace(/^0+(?=\d)/, '');
+    f = f.replace(/0+$/, '');
+    const body = f ? `${i}.${f}` : i;
+    return neg && body !== '0' ? `-${body}` : body;
+  };
+  return canon(String(n)) === canon(v) ? n : v;
+}
+
 /** Deep conversion: bigint, Date (ISO 8601), Buffer/Uint8Array (base64), Map, Set, non-finite numbers (null). */
 export function toJson(value: unknown): Json {
   if (value === null || value === undefined) return null;

@@ -43,13 +43,13 @@ describe('sql helpers', () => {
 
 describe('postgres tool', () => {
   it('runs with a credential reference (host/port/user spelling) and returns rows as objects', async () => {
-    const out = await runTool({ kind: 'postgres', auth: 'pg_new', command: 'SELECT 1::int AS one, 9007199254740993::bigint AS huge, 5::bigint AS small, 1.50::numeric AS n, now() AS t' }, ctx);
+    const out = await runTool({ kind: 'postgres', auth: 'pg_new', command: 'SELECT 1::int AS one, 9007199254740993::bigint AS huge, 5::bigint AS small, 1.50::numeric AS n, 12345678901234567890.12::numeric AS bign, 0.1::numeric AS tenth, now() AS t' }, ctx);
     expect(out.error).toBeUndefined();
     const r = out.response as any;
     expect(r.command).toBe('SELECT');
     expect(r.row_count).toBe(1);
-    expect(r.columns).toEqual(['one', 'huge', 'small', 'n', 't']);
-    expect(r.rows[0]).toMatchObject({ one: 1, huge: '9007199254740993', small: 5, n: '1.50' });
+    expect(r.columns).toEqual(['one', 'huge', 'small', 'n', 'bign', 'tenth', 't']);
+    expect(r.rows[0]).toMatchObject({ one: 1, huge: '9007199254740993', small: 5, n: 1.5, bign: '12345678901234567890.12', tenth: 0.1 });
     expect(r.rows[0].t).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
 

@@ -13,15 +13,16 @@
  * `maxPools` pools (least recently used closed first), `poolSize` connections each.
  *
  * Response: one statement → `{command, row_count, rows, columns}` (rows as objects; int8 as a
- * number when safe else a string, numeric as a string, timestamps ISO 8601, json parsed);
- * several statements → a list of those, in order. SQL errors are error outcomes with
+ * number when safe else a string, numeric likewise, timestamps ISO 8601, json parsed);
+ * several statements → a list of those, in order. (numeric: a number when it converts without
+ * losing digits, else its string.) SQL errors are error outcomes with
  * `code: 'sql_error'` and `data: {sqlstate, detail, position}`.
  */
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
-import { bigintToJson, isObject, str, toJson } from './json.js';
+import { bigintToJson, decimalToJson, isObject, str, toJson } from './json.js';
 import { maxPlaceholder, quoteIdent, splitStatements } from './sql.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
 
@@ -45,7 +46,7 @@ const typeParsers = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8) return (v: string) => bigintToJson(BigInt(v));
     if (oid === DATE) return (v: string) => v;
-    if (oid === NUMERIC) return (v: string) => v;
+    if (oid === NUMERIC) return (v: string) => decimalToJson(v);
     return pg.types.getTypeParser(oid, format as any);
   },
 } as pg.CustomTypesConfig;
