@@ -1,0 +1,119 @@
+/**
+ * The conformance harness: everything real. A fresh PostgreSQL database, the real server
+ * (startServer: core + app + sweeper) listening on a free port, real NATS JetStream with stream
+ * names of its own, worker processes started with the built CLI (`playflow worker start --v2`),
+ * local HTTP servers for the external APIs, and the CLI as a subprocess for register and run.
+ */
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer, type RunningServer } from '../../server/main.js';
+import { loadConfig } from '../../server/config.js';
+import { createLogger } from '../../server/logger.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
+import { freePort } from '../../cli/dev/embedded-db.js';
+import { BROKER_URL, uniqueBrokerNames } from '../helpers/nats.js';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const CLI = path.join(ROOT, 'dist', 'cli', 'index.js');
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface Harness {
+  server: RunningServer;
+  db: TestDatabase;
+  url: string;
+  env: NodeJS.ProcessEnv;
+  tmp: string;
+  workers: ChildProcess[];
+  startWorker(extraEnv?: NodeJS.ProcessEnv): Promise<ChildProcess>;
+  cli(args: string[], opts?: { timeoutMs?: number }): Promise<CliResult>;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  workers?: number;
+  sweeperIntervalMs?: number;
+  workerEnv?: NodeJS.ProcessEnv;
+}
+
+export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
+  const db = await createTestDatabase('pfconf');
+  const names = uniqueBrokerNames('CONF');
+  const encryptionKey = randomBytes(32).toString('base64');
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    DATABASE_URL: db.url,
+    BROKER_URL,
+    BROKER_STREAM: names.stream,
+    BROKER_SUBJECT: names.subject,
+    BROKER_CONSUMER: names.consumer,
+    PLAYFLOW_ENCRYPTION_KEY: encryptionKey,
+    LOG_LEVEL: 'warn',
+  };
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  env.SERVER_API_URL = url;
+  const config = { ...loadConfig({ ...env, PORT: String(port) }), host: '127.0.0.1', sweeperIntervalMs: opts.sweeperIntervalMs ?? 500 };
+  const server = await startServer({ config, handleSignals: false, logger: createLogger({ level: 'warn' }) });
+  const tmp = mkdtempSync(path.join(tmpdir(), 'pfconf-'));
+  const workers: ChildProcess[] = [];
+
+  const startWorker = async (extraEnv: NodeJS.ProcessEnv = {}) => {
+    const child = spawn(process.execPath, [CLI, 'worker', 'start', '--v2', '--concurrency', '8'], {
+      env: { ...env, WORKER_METRICS_PORT: '0', ...opts.workerEnv, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    child.stdout!.on('data', (d) => (log += d));
+    child.stderr!.on('data', (d) => (log += d));
+    child.on('exit', (code, signal) => {
+      if (code && code !== 0 && !signal) process.stderr.write(`worker exited ${code}:\n${log.slice(-2000)}\n`);
+    });
+    workers.push(child);
+    return child;
+  };
+  for (let i = 0; i < (opts.workers ?? 1); i++) await startWorker();
+
+  const cli = (args: string[], o: { timeoutMs?: number } = {}) =>
+    new Promise<CliResult>((resolve) => {
+      execFile(process.execPath, [CLI, ...args], { env, timeout: o.timeoutMs ?? 90_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      });
+    });
+
+  return {
+    server,
+    db,
+    url,
+    env,
+    tmp,
+    workers,
+    startWorker,
+    cli,
+    async close() {
+      await Promise.all(
+        workers.map(
+          (w) =>
+            new Promise<void>((resolve) => {
+              if (w.exitCode !== null || w.signalCode !== null) return resolve();
+              w.once('exit', () => resolve());
+              w.kill('SIGTERM');
+              setTimeout(() => w.kill('SIGKILL'), 5000).unref();
+            }),
+        ),
+      );
+      await server.stop();
+      await db.drop();
+    },
+  };
+}
