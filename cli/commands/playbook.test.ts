@@ -3,7 +3,7 @@
  * into a temporary directory (not the shared dist/) and the real entry point is spawned.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,5 +101,14 @@ describe('validateFiles / printReports', () => {
     expect(printReports(reports, { output: 'text' }, (s) => lines.push(s))).toBe(1);
     expect(lines.at(-1)).toBe('1 of 2 files passed');
     expect(lines).toContain(`${join(fixtures, 'invalid', 'empty-workflow.yaml')}: workflow: error: workflow needs at least one step`);
+  });
+});
+
+describe('validateFiles with a directory', () => {
+  it('validates every YAML file under it, in order, and ignores other files', async () => {
+    const reports = await validateFiles([join(fixtures, 'legacy')]);
+    const yamlFiles = readdirSync(join(fixtures, 'legacy')).filter((f) => f.endsWith('.yaml')).sort();
+    expect(reports.map((r) => r.file)).toEqual(yamlFiles.map((f) => join(fixtures, 'legacy', f)));
+    expect(reports.every((r) => r.valid && r.warnings.length > 0 === !r.file.endsWith('case-then-forms.yaml'))).toBe(true);
   });
 });

@@ -7,7 +7,8 @@
  * validate prints every error and warning as `<file>: <path>: <severity>: <message>` and exits 1
  * when any file has errors (or warnings, with --strict), so it can gate CI.
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { parsePlaybook, type PlaybookIssue } from '../../playbook/index.js';
@@ -35,10 +36,31 @@ async function readText(file: string): Promise<string> {
   }
 }
 
-/** Validates each file; an unreadable file is reported like an invalid one so the others still run. */
-export async function validateFiles(files: string[]): Promise<FileReport[]> {
+/** A directory stands for the YAML files under it (recursively, sorted); anything else as given. */
+async function expand(paths: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const p of paths) {
+    const info = await stat(p).catch(() => undefined);
+    if (!info?.isDirectory()) {
+      out.push(p);
+      continue;
+    }
+    const entries = (await readdir(p, { recursive: true, withFileTypes: true }))
+      .filter((e) => e.isFile() && /\.ya?ml$/.test(e.name))
+      .map((e) => join(e.parentPath, e.name))
+      .sort();
+    out.push(...entries);
+  }
+  return out;
+}
+
+/**
+ * Validates each file (directories: their YAML files); an unreadable file is reported like an
+ * invalid one so the others still run.
+ */
+export async function validateFiles(paths: string[]): Promise<FileReport[]> {
   const reports: FileReport[] = [];
-  for (const file of files) {
+  for (const file of await expand(paths)) {
     let text: string;
     try {
       text = await readText(file);
@@ -81,7 +103,7 @@ export function register(program: Command): void {
 
   playbook
     .command('validate <file...>')
-    .description('Check playbook files against the language: schema, removed v1 constructs, step references')
+    .description('Check playbook files (or every YAML file under a directory) against the language: schema, removed v1 constructs, references, templates')
     .option('-o, --output <format>', 'text or json', 'text')
     .option('--strict', 'treat warnings (deprecations, unreachable steps) as failures')
     .action(action(async (files: string[], opts: ValidateOptions) => {
