@@ -179,6 +179,13 @@ workflow:
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
+metadata: { name: huge, path: w/huge }
+workflow:
+  - step: start
+    tool: { kind: python, code: "result = 'x' * 11000000" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
 metadata: { name: orphan, path: w/orphan }
 workflow:
   - step: start
@@ -310,6 +317,22 @@ describe('worker runtime against the real server', () => {
       expect(calls).toHaveLength(1);
       expect((calls[0].payload as any).error).toMatchObject({ status: 404, code: 'not_found' });
       expect((calls[0].payload as any).error.message).toContain('w/does-not-exist');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a result larger than the server accepts becomes a too_large error instead of a lost call', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const rt = new WorkerRuntime({ broker: core.broker, client: c, workerId: 'w-huge', python: { size: 1 } });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/huge', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status).toBe('failed');
+      const calls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done');
+      expect(calls).toHaveLength(1);
+      expect((calls[0].payload as any).error.code).toBe('too_large');
     } finally {
       await rt.stop();
     }

@@ -444,6 +444,15 @@ export class WorkerRuntime {
         this.settle(f.msg, 'ack');
         return;
       } catch (err) {
+        if (err instanceof ApiError && err.status === 413 && !(event.payload.error && (event.payload.error as JsonObject).code === 'too_large')) {
+          // The result does not fit the server's body limit: the call fails with that reason
+          // rather than leaving the command leased until it expires and runs again.
+          const size = Buffer.byteLength(JSON.stringify(event.payload));
+          this.log.warn({ ...where, bytes: size }, 'call.done too large for the server; reporting an error instead');
+          event.payload = { error: { message: `the call's result is too large to report (${size} bytes of JSON)`, code: 'too_large' }, meta };
+          attempt = 0;
+          continue;
+        }
         if (!isTransient(err)) {
           this.log.warn({ ...where, err: (err as Error).message }, 'call.done rejected by the server; dropping it');
           this.settle(f.msg, 'ack');
