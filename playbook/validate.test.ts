@@ -52,7 +52,7 @@ describe('validatePlaybook', () => {
           { step: 'c', tool: { kind: 'workbook', name: '{{ args.task }}' }, next: [{ step: 'd' }] },
           { step: 'd', tool: { kind: 'workbook' } },
         ],
-        { workbook: [{ name: 'known', tool: { kind: 'python', code: 'x' } }] },
+        { workbook: [{ name: 'known', tool: { kind: 'python', code: 'result = 1' } }] },
       ),
     );
     expect(issues.map((i) => [i.path, i.message])).toEqual([
@@ -187,5 +187,25 @@ describe('template checks', () => {
     const r = parsePlaybook(text(', "{{ late }"'));
     expect(r.errors.map((e) => e.path)).toEqual(['workload.broken']);
     expect(r.warnings).toEqual([{ path: `workload.many[${MAX_CHECKED_TEMPLATES - 1}]`, severity: 'warning', message: `template checks stopped after ${MAX_CHECKED_TEMPLATES} templates; the rest are checked when they render` }]);
+  });
+});
+
+describe('python code shapes', () => {
+  const issuesFor = (code: unknown) => validatePlaybook(playbook([{ step: 'a', tool: code === undefined ? { kind: 'python' } : { kind: 'python', code: code as string } }])).map((i) => [i.severity, i.message.split(' ').slice(0, 4).join(' ')]);
+
+  it('accepts def main(...) and a body assigning result', () => {
+    expect(issuesFor('import json\ndef main(rows):\n    return json.dumps(rows)\n')).toEqual([]);
+    expect(issuesFor('total = sum(rows)\nresult = {"total": total}\n')).toEqual([]);
+    expect(issuesFor('result: dict = {}\n')).toEqual([]);
+    expect(issuesFor('{{ workload.code }}')).toEqual([]);
+  });
+
+  it('warns about a body without result and about imports in a plain body', () => {
+    expect(issuesFor('total = 1\nif result == 2: pass\n')).toEqual([['warning', 'python code neither defines']]);
+    expect(issuesFor('import requests\nresult = requests.get("x").json()\n')).toEqual([['warning', 'a plain python body']]);
+  });
+
+  it('requires code', () => {
+    expect(issuesFor(undefined)).toEqual([['error', "a python tool needs"]]);
   });
 });

@@ -105,6 +105,28 @@ function keychainRequirements(k: KeychainDef, i: number, issues: Issues): void {
   if (k.kind === 'oauth2' || k.kind === 'http') need('endpoint', 'the token request URL');
 }
 
+const DEF_MAIN = /^def\s+main\s*\(/m;
+const ASSIGNS_RESULT = /^result\s*(?::[^=\n]*)?=(?!=)/m;
+const IMPORT = /^(?:import\s+\w|from\s+[\w.]+\s+import\s)/m;
+
+/**
+ * The spec's two python shapes: `def main(...)` returning the result, or a plain body assigning
+ * `result` with libraries pre-imported through `libs`. Anything else runs but yields nothing.
+ */
+function pythonShape(code: unknown, path: string, issues: Issues): void {
+  if (typeof code !== 'string') {
+    if (code === undefined) issues.error(path, "a python tool needs 'code': a body assigning result, or def main(...)");
+    return;
+  }
+  if (/^\s*\{\{[^}]*\}\}\s*$/.test(code) || DEF_MAIN.test(code)) return;
+  if (!ASSIGNS_RESULT.test(code)) {
+    issues.warn(path, 'python code neither defines main(...) nor assigns result at top level, so the step has no result');
+  }
+  if (IMPORT.test(code)) {
+    issues.warn(path, 'a plain python body has its libraries pre-imported: declare them in libs ({alias: module}) or write def main(...) with the imports inside');
+  }
+}
+
 /** The step an execution starts with: the one named `start`, else the first. */
 export function entryStep(playbook: Playbook): Step {
   const start = playbook.workflow.find((s) => s.step === 'start');
@@ -143,6 +165,9 @@ export function validatePlaybook(playbook: Playbook, sources?: SourceMap): Playb
   uniqueNames(playbook.workbook.map((t) => t.name), 'workbook', 'workbook task', issues);
   uniqueNames(playbook.keychain.map((k) => k.name), 'keychain', 'keychain entry', issues);
   playbook.keychain.forEach((k, i) => keychainRequirements(k, i, issues));
+  playbook.workbook.forEach((t, i) => {
+    if (t.tool.kind === 'python') pythonShape(t.tool.code, `workbook[${i}].tool.code`, issues);
+  });
   steps.forEach((s, i) => {
     if (RESERVED_NAMES.includes(s.step)) {
       issues.warn(`${stepPath(s, i)}.step`, `step name '${s.step}' hides the template variable of the same name; rename the step`);
@@ -170,6 +195,7 @@ export function validatePlaybook(playbook: Playbook, sources?: SourceMap): Playb
         issues.error(`${base}.tool.name`, `step '${s.step}': workbook task '${task}' is not defined in the workbook section${tasks.size ? ` (tasks: ${[...tasks].join(', ')})` : ''}`);
       }
     }
+    if (s.tool?.kind === 'python') pythonShape(s.tool.code, `${base}.tool.code`, issues);
     (s.retry ?? []).forEach((p, j) => {
       if (p.then.max_attempts === undefined) {
         issues.warn(`${base}.retry[${j}].then.max_attempts`, `step '${s.step}': set max_attempts on every retry policy to prevent endless loops`);
