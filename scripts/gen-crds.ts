@@ -388,24 +388,32 @@ export function repoRoot(from = dirname(fileURLToPath(import.meta.url))): string
   return dir;
 }
 
-/** Writes crds/; with `--check` only reports stale files and exits 1 if any. */
+/**
+ * The folders that hold the CRDs: crds/ for kubectl and GitOps, and the chart's crds/ (Helm
+ * installs those before the templates and never deletes them on uninstall).
+ */
+export const CRD_DIRS = ['crds', join('helm', 'playflow', 'crds')];
+
+/** Writes every CRD folder; with `--check` only reports stale files and exits 1 if any. */
 function main(argv: string[]): void {
   const check = argv.includes('--check');
-  const out = resolve(repoRoot(), 'crds');
-  mkdirSync(out, { recursive: true });
   let stale = 0;
-  for (const [file, text] of Object.entries(renderCrds())) {
-    const path = join(out, file);
-    const old = existsSync(path) ? readFileSync(path, 'utf8') : '';
-    if (old === text) {
-      process.stdout.write(`unchanged crds/${file}\n`);
-      continue;
-    }
-    stale += 1;
-    if (check) process.stdout.write(`stale crds/${file}\n`);
-    else {
-      writeFileSync(path, text);
-      process.stdout.write(`wrote crds/${file}\n`);
+  for (const dir of CRD_DIRS) {
+    const out = resolve(repoRoot(), dir);
+    mkdirSync(out, { recursive: true });
+    for (const [file, text] of Object.entries(renderCrds())) {
+      const path = join(out, file);
+      const old = existsSync(path) ? readFileSync(path, 'utf8') : '';
+      if (old === text) {
+        process.stdout.write(`unchanged ${dir}/${file}\n`);
+        continue;
+      }
+      stale += 1;
+      if (check) process.stdout.write(`stale ${dir}/${file}\n`);
+      else {
+        writeFileSync(path, text);
+        process.stdout.write(`wrote ${dir}/${file}\n`);
+      }
     }
   }
   if (check && stale) {

@@ -9,6 +9,8 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { helm } from '../helpers/helm.js';
+import { crdValidator } from '../helpers/crd-validate.js';
+import { renderCrds } from '../../scripts/gen-crds.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const chart = path.join(root, 'helm', 'playflow');
@@ -65,7 +67,22 @@ async function validateWithModels(doc: Doc): Promise<'validated' | 'unknown'> {
   return 'validated';
 }
 
+const crds = Object.fromEntries(Object.values(renderCrds()).map((text) => {
+  const doc = parseAllDocuments(text)[0].toJSON();
+  return [doc.spec.names.kind as string, doc];
+}));
+const validateCustomResource = crdValidator((kind) => crds[kind].spec.versions[0].schema.openAPIV3Schema);
+
 describe('helm chart', () => {
+  it('ships the generated CRDs (helm installs them first and keeps them on uninstall)', () => {
+    const dir = path.join(chart, 'crds');
+    const files = renderCrds();
+    expect(readdirSync(dir).sort()).toEqual(Object.keys(files).sort());
+    for (const [file, text] of Object.entries(files)) {
+      expect(readFileSync(path.join(dir, file), 'utf8'), `helm/playflow/crds/${file} is stale: npm run build && npm run crds`).toBe(text);
+    }
+  });
+
   it('passes helm lint --strict with every value set', () => {
     for (const args of Object.values(valueSets)) {
       const out = helm(['lint', '--strict', chart, ...args]);
@@ -95,6 +112,14 @@ describe('helm chart', () => {
         }
         // Only our own kinds and the Prometheus operator's may be outside kubernetes-models.
         for (const k of unknown) expect(k).toMatch(/^(playflow\.io\/v1alpha1|monitoring\.coreos\.com\/v1)\//);
+      });
+
+      it('validates our custom resources against the CRDs', () => {
+        const ours = docs.filter((d) => d.apiVersion === 'playflow.io/v1alpha1');
+        expect(ours.map((d) => d.kind)).toEqual(['WorkerPool']);
+        for (const doc of ours) expect(validateCustomResource(doc.kind, doc), doc.metadata.name).toEqual([]);
+        const pool = ours[0];
+        expect(docs.find((d) => d.kind === 'StatefulSet' && d.metadata.name === pool.spec.statefulSetName), 'the WorkerPool targets the worker StatefulSet').toBeDefined();
       });
 
       it('hard-codes no namespace', () => {

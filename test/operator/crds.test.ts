@@ -7,9 +7,9 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Ajv } from 'ajv';
 import { parseAllDocuments, parse } from 'yaml';
 import { renderCrds, repoRoot, toStructural } from '../../scripts/gen-crds.js';
+import { crdValidator } from '../helpers/crd-validate.js';
 import { playbookDocument, playbookYaml } from '../../operator/controllers/playbook.js';
 import { parsePlaybook } from '../../playbook/index.js';
 
@@ -40,35 +40,6 @@ function structuralProblems(s: any, path = ''): string[] {
   if (s.items) out.push(...structuralProblems(s.items, `${path}[]`));
   if (s.additionalProperties && typeof s.additionalProperties === 'object') out.push(...structuralProblems(s.additionalProperties, `${path}{}`));
   return out;
-}
-
-/** Fields the API server would prune (strict field validation rejects them). */
-function unknownFields(s: any, v: any, path = ''): string[] {
-  if (v === null || typeof v !== 'object' || s['x-kubernetes-preserve-unknown-fields']) return [];
-  if (Array.isArray(v)) return s.items ? v.flatMap((x, i) => unknownFields(s.items, x, `${path}[${i}]`)) : [];
-  if (s.additionalProperties) return Object.entries(v).flatMap(([k, x]) => unknownFields(s.additionalProperties, x, `${path}.${k}`));
-  const out: string[] = [];
-  for (const [k, x] of Object.entries(v)) {
-    if (path === '' && k === 'metadata') continue;
-    const sub = s.properties?.[k];
-    if (!sub) out.push(`${path}.${k}`);
-    else out.push(...unknownFields(sub, x, `${path}.${k}`));
-  }
-  return out;
-}
-
-function validator() {
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-  for (const k of ['x-kubernetes-preserve-unknown-fields', 'x-kubernetes-int-or-string', 'x-kubernetes-validations',
-    'x-kubernetes-list-type', 'x-kubernetes-list-map-keys']) ajv.addKeyword(k);
-  return (kind: string, obj: unknown): string[] => {
-    const validate = ajv.compile(schemaOf(kind));
-    const ok = validate(obj);
-    return [
-      ...(ok ? [] : (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message}`)),
-      ...unknownFields(schemaOf(kind), obj).map((p) => `${p}: unknown field`),
-    ];
-  };
 }
 
 describe('CRDs', () => {
@@ -168,7 +139,7 @@ describe('CRDs', () => {
   });
 
   it('accept every example custom resource in examples/k8s, and reject broken ones', () => {
-    const check = validator();
+    const check = crdValidator(schemaOf);
     const dir = join(root, 'examples', 'k8s');
     const seen = new Set<string>();
     for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml'))) {
