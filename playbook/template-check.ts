@@ -72,7 +72,14 @@ export function checkTemplates(doc: Record<string, unknown>, issues: Issues): vo
     }
   };
 
-  for (const section of ['workload', 'keychain', 'workbook', 'workflow'] as const) walkStrings(doc[section], [section], visit);
+  for (const section of ['keychain', 'workbook', 'workflow'] as const) walkStrings(doc[section], [section], visit);
+  // The engine uses workload values as written (the start payload is merged over them), so a
+  // template there reaches tools as literal text.
+  walkStrings(doc.workload, ['workload'], (s, path) => {
+    if (s.includes('{{') || s.includes('{%')) {
+      issues.warn(path, 'workload values are not rendered: this template reaches steps as literal text; compute it in a step (vars) or pass the value in the start payload');
+    }
+  });
 
   if (!Array.isArray(doc.workflow)) return;
   doc.workflow.forEach((step, i) => {

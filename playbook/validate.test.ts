@@ -182,11 +182,20 @@ describe('template checks', () => {
   it('stop after MAX_CHECKED_TEMPLATES templates with a warning, so the verdict does not depend on the machine', async () => {
     const { MAX_CHECKED_TEMPLATES } = await import('./template-check.js');
     const list = Array.from({ length: MAX_CHECKED_TEMPLATES }, () => '"{{ payload.x }}"');
-    const text = (extra: string) => `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkload:\n  broken: "{{ oops }"\n  many: [${list.join(', ')}${extra}]\nworkflow: [{step: a}]\n`;
-    expect(parsePlaybook(text('')).errors.map((e) => e.path)).toEqual(['workload.broken']);
+    const text = (extra: string) =>
+      `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkflow:\n  - step: a\n    args:\n      broken: "{{ oops }"\n      many: [${list.join(', ')}${extra}]\n`;
+    expect(parsePlaybook(text('')).errors.map((e) => e.path)).toEqual(['workflow[0].args.broken']);
     const r = parsePlaybook(text(', "{{ late }"'));
-    expect(r.errors.map((e) => e.path)).toEqual(['workload.broken']);
-    expect(r.warnings).toEqual([{ path: `workload.many[${MAX_CHECKED_TEMPLATES - 1}]`, severity: 'warning', message: `template checks stopped after ${MAX_CHECKED_TEMPLATES} templates; the rest are checked when they render` }]);
+    expect(r.errors.map((e) => e.path)).toEqual(['workflow[0].args.broken']);
+    expect(r.warnings).toEqual([
+      { path: `workflow[0].args.many[${MAX_CHECKED_TEMPLATES - 1}]`, severity: 'warning', message: `template checks stopped after ${MAX_CHECKED_TEMPLATES} templates; the rest are checked when they render` },
+    ]);
+  });
+
+  it('warns that workload templates are not rendered, without judging their syntax', () => {
+    const r = parsePlaybook('apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkload: {a: "{{ payload.x }", b: plain}\nworkflow: [{step: a}]\n');
+    expect(r.errors).toEqual([]);
+    expect(r.warnings.map((w) => [w.path, w.message.split(':')[0]])).toEqual([['workload.a', 'workload values are not rendered']]);
   });
 });
 
