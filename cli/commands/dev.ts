@@ -121,6 +121,17 @@ async function follow(client: PlayflowClient, id: string, json: boolean): Promis
   }
 }
 
+/** The first `traceback` string inside an error record (python tool errors carry one). */
+function findTraceback(v: unknown, depth = 0): string | undefined {
+  if (!v || typeof v !== 'object' || depth > 5) return undefined;
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    if (k === 'traceback' && typeof x === 'string') return x;
+    const found = findTraceback(x, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 function printOutcome(ex: ExecutionView): void {
   const took = ex.finished_at ? ` in ${((Date.parse(ex.finished_at) - Date.parse(ex.created_at)) / 1000).toFixed(2)} s` : '';
   println(`execution ${ex.execution_id} ${ex.status}${took}`);
@@ -129,10 +140,11 @@ function printOutcome(ex: ExecutionView): void {
     println(JSON.stringify(ex.result, null, 2));
     return;
   }
-  for (const [name, s] of Object.entries(ex.steps ?? {})) {
-    if (s.status === 'failed') println(`  step ${name} failed: ${short(s.error, 1000)}`);
+  if (ex.error !== null && ex.error !== undefined) {
+    println(`error: ${errorText(ex.error)}`);
+    const tb = findTraceback(ex.error);
+    if (tb) println(tb.trimEnd().split('\n').map((l) => `  ${l}`).join('\n'));
   }
-  if (ex.error !== null && ex.error !== undefined) println(`error: ${short(ex.error, 2000)}`);
 }
 
 function keyLine(key: DevKeyInfo): string {

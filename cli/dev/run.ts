@@ -90,6 +90,8 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
     keyValue = k.key;
   }
 
+  // The port first: a taken port is reported before PostgreSQL starts.
+  const port = await choosePort(opts);
   const db = await startEmbeddedDb(opts.dataDir, { log: verbose ? (l) => logger.debug({ postgres: l.trim() }, 'postgres') : undefined });
   const broker = new MemoryBroker({}, logger);
   let server: RunningServer | undefined;
@@ -101,7 +103,6 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
     await db.stop().catch((err: Error) => logger.error({ err: err.message }, 'database stop failed'));
   };
   try {
-    const port = await choosePort(opts);
     const url = `http://${host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
     const base = loadConfig({ ...env, DATABASE_URL: db.url, BROKER_URL: 'memory', PORT: String(port), HOST: host, LOG_LEVEL: level });
     const config: ServerConfig & { brokerInstance: MemoryBroker } = {

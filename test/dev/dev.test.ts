@@ -1,0 +1,244 @@
+/**
+ * `playflow dev` as users run it: `node dist/cli/index.js dev …` subprocesses on a temporary
+ * data dir — the real embedded PostgreSQL (initialised by the first run, reused by the next),
+ * the in-process broker, real python3.
+ *
+ * Needs the compiled CLI (`npx tsc -p .`, which `npm test` runs first).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PlayflowClient } from '../../client/http.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CLI = join(ROOT, 'dist/cli/index.js');
+const HELLO = join(ROOT, 'examples/hello_world.yaml');
+
+interface Run { code: number | null; stdout: string; stderr: string }
+
+/** The environment of a user with nothing configured. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ['PLAYFLOW_ENCRYPTION_KEY', 'PLAYFLOW_ENCRYPTION_KEY_PREVIOUS', 'PLAYFLOW_API_TOKEN', 'SERVER_API_URL', 'DATABASE_URL', 'BROKER_URL', 'LOG_LEVEL', 'HOST', 'PORT', 'PLAYFLOW_DEV_DIR']) delete env[k];
+  return env;
+}
+
+function dev(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, 'dev', ...args], { env: { ...cleanEnv(), ...env }, timeout: 150_000, cwd: ROOT }, (err, stdout, stderr) => {
+      const code = err ? ((err as { code?: number }).code ?? 1) : 0;
+      resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr });
+    });
+  });
+}
+
+let tmp: string;
+let dataDir: string;
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: build first with \`npx tsc -p .\` (npm test does)`);
+  tmp = mkdtempSync(join(tmpdir(), 'pf-dev-'));
+  // As root, PostgreSQL runs as the `postgres` user, which must pass through the temp dir (0700).
+  chmodSync(tmp, 0o711);
+  dataDir = join(tmp, 'data');
+});
+afterAll(() => {
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('playflow dev <file>', () => {
+  it('first run: initialises the data dir, generates the key (0600), runs hello_world to HELLO, WORLD!', async () => {
+    const r = await dev([HELLO, '--data-dir', dataDir, '--port', '0']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`data ${dataDir} (initialised ${join(dataDir, 'pg')})`);
+    expect(r.stdout).toContain(`PLAYFLOW_ENCRYPTION_KEY not set; generated one in ${join(dataDir, 'encryption.key')} (0600)`);
+    expect(r.stdout).toMatch(/registered: examples\/hello_world version 1\n/);
+    // Step progress, in order, then the result.
+    expect(r.stdout).toMatch(/ {2}start: running\n {2}start: completed\n {2}shout: running\n {2}shout: completed\nexecution \d+ completed in [\d.]+ s\nresult:\n/);
+    expect(r.stdout.slice(r.stdout.indexOf('result:\n') + 8)).toBe('{\n  "message": "HELLO, WORLD!"\n}\n');
+    const key = join(dataDir, 'encryption.key');
+    expect(statSync(key).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(key, 'utf8').trim(), 'base64')).toHaveLength(32);
+  }, 180_000);
+
+  it('second run: same database and key, --payload \'{"name":"Ada"}\' → HELLO, ADA!', async () => {
+    const keyBefore = readFileSync(join(dataDir, 'encryption.key'), 'utf8');
+    const r = await dev([HELLO, '--data-dir', dataDir, '--port', '0', '--payload', '{"name":"Ada"}']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain('initialised');
+    expect(r.stdout).toContain(`using the dev key in ${join(dataDir, 'encryption.key')}`);
+    expect(r.stdout).toContain('unchanged: examples/hello_world version 1');
+    expect(r.stdout).toContain('"message": "HELLO, ADA!"');
+    expect(readFileSync(join(dataDir, 'encryption.key'), 'utf8')).toBe(keyBefore);
+  }, 180_000);
+
+  it('--output json: stdout is the final execution record; PLAYFLOW_DEV_DIR picks the data dir; @file payload', async () => {
+    const payloadFile = join(tmp, 'payload.json');
+    writeFileSync(payloadFile, '{"name": "Grace"}');
+    const r = await dev([HELLO, '--port', '0', '--output', 'json', '--payload', `@${payloadFile}`], { PLAYFLOW_DEV_DIR: dataDir });
+    expect(r.code).toBe(0);
+    const ex = JSON.parse(r.stdout) as { status: string; result: unknown; path: string; payload: unknown };
+    expect(ex).toMatchObject({ status: 'completed', path: 'examples/hello_world', result: { message: 'HELLO, GRACE!' }, payload: { name: 'Grace' } });
+    expect(r.stderr).toContain(`data ${dataDir}`);
+  }, 180_000);
+
+  it('the default port 8082 taken: a free port instead of failing', async () => {
+    // Hold 8082 when it is free; when something else already holds it the case is the same.
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => {
+      blocker.once('error', () => resolve());
+      blocker.listen(8082, '127.0.0.1', () => resolve());
+    });
+    try {
+      const r = await dev([HELLO, '--data-dir', dataDir]);
+      expect(r.code).toBe(0);
+      const port = Number(/API http:\/\/127\.0\.0\.1:(\d+)/.exec(r.stdout)?.[1]);
+      expect(port).toBeGreaterThan(0);
+      expect(port).not.toBe(8082);
+      expect(r.stdout).toContain('"message": "HELLO, WORLD!"');
+    } finally {
+      await new Promise((r) => blocker.close(r));
+    }
+  }, 180_000);
+
+  it('a failing playbook: exit 1 with the step, the error and the python traceback', async () => {
+    const dir = join(tmp, 'failing');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'boom.yaml'), [
+      'apiVersion: playflow.io/v2', 'kind: Playbook', 'metadata:', '  name: boom', '  path: tests/boom', 'workflow:',
+      '  - step: start', '    tool:', '      kind: python', '      code: |', '        raise ValueError("boom on purpose")', '',
+    ].join('\n'));
+    const r = await dev([join(dir, 'boom.yaml'), '--data-dir', dataDir, '--port', '0']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('  start: failed: ValueError: boom on purpose');
+    expect(r.stdout).toMatch(/execution \d+ failed in [\d.]+ s\nerror: .*ValueError: boom on purpose/);
+    expect(r.stdout).toContain('raise ValueError("boom on purpose")');
+    expect(r.stdout).not.toContain('result:');
+  }, 180_000);
+
+  it('registers the other playbooks of the folder first: examples/composition.yaml runs hello_world as a child', async () => {
+    const r = await dev([join(ROOT, 'examples/composition.yaml'), '--data-dir', dataDir, '--port', '0', '--output', 'json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ status: 'completed', result: ['HELLO, GRACE!', 'HELLO, LINUS!'] });
+    expect(r.stderr).toMatch(/registered \d+ other playbooks of examples\//);
+  }, 180_000);
+});
+
+describe('playflow dev: bad input fails at once, before anything starts', () => {
+  const fresh = () => join(tmp, `unused-${Math.random().toString(36).slice(2)}`);
+
+  it('missing file', async () => {
+    const dir = fresh();
+    const r = await dev([join(tmp, 'nope.yaml'), '--data-dir', dir]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`error: cannot read playbook file '${join(tmp, 'nope.yaml')}': no such file\n`);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it('invalid YAML: the line and column', async () => {
+    const file = join(tmp, 'broken.yaml');
+    writeFileSync(file, 'apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: x\n');
+    const r = await dev([file, '--data-dir', fresh()]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`error: playbook '${file}' is invalid (1 problem):`);
+    expect(r.stderr).toMatch(/invalid YAML at line \d+, column \d+/);
+  });
+
+  it('invalid playbook: every problem with its path', async () => {
+    const file = join(tmp, 'invalid.yaml');
+    writeFileSync(file, [
+      'apiVersion: playflow.io/v2', 'kind: Playbook', 'metadata:', '  name: invalid', 'workflow:',
+      '  - step: start', '    next: nowhere', '    tool:', '      kind: python', '      code: "result = 1"',
+      '  - step: start', '    tool:', '      kind: python', '      code: "result = 2"', '',
+    ].join('\n'));
+    const r = await dev([file, '--data-dir', fresh()]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^error: playbook '${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}' is invalid \\(\\d+ problems\\):\\n`));
+    expect(r.stderr).toMatch(/\n {2}- workflow\[0\]\.next: .*nowhere/);
+    expect(r.stderr).toMatch(/\n {2}- workflow\[1\](\.step)?: .*start/);
+  });
+
+  it('bad --payload: not JSON, not an object, unreadable @file; --payload without a file', async () => {
+    const notJson = await dev([HELLO, '--payload', '{name:', '--data-dir', fresh()]);
+    expect(notJson.code).toBe(1);
+    expect(notJson.stderr).toMatch(/^error: --payload is not valid JSON: /);
+    const notObject = await dev([HELLO, '--payload', '[1, 2]', '--data-dir', fresh()]);
+    expect(notObject.code).toBe(1);
+    expect(notObject.stderr).toContain('error: --payload must be a JSON object');
+    const noFile = await dev([HELLO, '--payload', `@${join(tmp, 'missing.json')}`, '--data-dir', fresh()]);
+    expect(noFile.code).toBe(1);
+    expect(noFile.stderr).toContain(`error: cannot read --payload file '${join(tmp, 'missing.json')}': ENOENT`);
+    const serveWithPayload = await dev(['--payload', '{}', '--data-dir', fresh()]);
+    expect(serveWithPayload.code).toBe(1);
+    expect(serveWithPayload.stderr).toContain('--payload needs a playbook file');
+  });
+
+  it('bad --port and --output', async () => {
+    const port = await dev([HELLO, '--port', 'eighty', '--data-dir', fresh()]);
+    expect(port.code).toBe(1);
+    expect(port.stderr).toBe('error: --port: expected a port number 0-65535, got "eighty"\n');
+    const out = await dev([HELLO, '--output', 'yaml', '--data-dir', fresh()]);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toBe('error: unknown --output "yaml" (text or json)\n');
+  });
+});
+
+describe('playflow dev (serve)', () => {
+  it('serves the API and the worker until SIGTERM, then stops and exits 0', async () => {
+    const child = spawn(process.execPath, [CLI, 'dev', '--data-dir', dataDir, '--port', '0', '--output', 'json'], { env: cleanEnv(), cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const info = await new Promise<{ url: string; docs: string; data_dir: string }>((resolve, reject) => {
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          const nl = stdout.indexOf('\n}\n');
+          if (nl >= 0) resolve(JSON.parse(stdout.slice(0, nl + 2)) as { url: string; docs: string; data_dir: string });
+        });
+        void exited.then((code) => reject(new Error(`dev exited early (${code}): ${stderr}`)));
+      });
+      expect(info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(info.docs).toBe(`${info.url}/docs`);
+      expect(info.data_dir).toBe(dataDir);
+
+      const health = await fetch(`${info.url}/health`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({ status: 'ok' });
+
+      // The in-process worker runs what the API is given.
+      const client = new PlayflowClient({ baseUrl: info.url });
+      await client.registerPlaybook(readFileSync(HELLO, 'utf8'));
+      const run = await client.run({ path: 'examples/hello_world', payload: { name: 'Linus' } });
+      const ex = await client.waitForExecution(run.execution_id, { timeoutMs: 60_000, intervalMs: 100 });
+      expect(ex).toMatchObject({ status: 'completed', result: { message: 'HELLO, LINUS!' } });
+
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      await expect(fetch(`${info.url}/health`)).rejects.toThrow();
+      expect(stderr).not.toMatch(/error/i);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }, 180_000);
+
+  it('serve mode with --port taken: exit 1 naming the port', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await dev(['--data-dir', dataDir, '--port', String(port)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`port ${port} is in use`);
+    } finally {
+      await new Promise((r) => blocker.close(r));
+    }
+  }, 60_000);
+});
