@@ -283,6 +283,35 @@ workbook:
     expect(use.context.vars).toMatchObject({ answer: 42, api_var: 'from-api' });
   });
 
+  it('an early loop break cancels the queue rows of the items it made obsolete', async () => {
+    await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: brk, path: t/break }
+workflow:
+  - step: start
+    loop: { in: [1, 2, 3, 4, 5, 6], iterator: n, mode: async }
+    tool: { kind: python, code: "result = n", args: { n: "{{ n }}" } }
+    case:
+      - when: "{{ event.name == 'call.done' and response.n == 1 }}"
+        then:
+          next: [{ step: done }]
+  - step: done
+    tool: { kind: python, code: "result = 'done'" }
+`);
+    const run = await core.deps.executions.start({ path: 't/break', payload: {} });
+    expect((await queueRows(run.execution_id)).map((r) => r.status)).toEqual(Array(6).fill('queued'));
+    // Answer item 1 only: the case rule breaks the loop while items 2..6 are still queued.
+    const first = await nextClaim('w1', undefined, run.execution_id);
+    expect(first.args).toBeDefined();
+    await core.deps.executions.handleEvents([{ execution_id: run.execution_id, step: 'start', name: 'call.done', queue_id: first.queue_id, payload: { response: { n: 1 } } }]);
+    const rows = await queueRows(run.execution_id);
+    expect(rows.filter((r) => r.step === 'start').map((r) => r.status)).toEqual(['done', 'cancelled', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
+    expect(rows.filter((r) => r.step === 'done').map((r) => r.status)).toEqual(['queued']);
+    const stale = rows.find((r) => r.step === 'start' && r.command_id === 2)!;
+    const refused = await refusal(core.deps.executions.claim(String(stale.queue_id), { worker_id: 'w2' }));
+    expect(refused.statusCode).toBe(410);
+  });
+
   it('cancel: open queue rows are cancelled, claims answer 410, cancelling twice is harmless', async () => {
     const run = await core.deps.executions.start({ path: 't/chain3' });
     const rec = await core.deps.executions.cancel(run.execution_id);

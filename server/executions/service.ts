@@ -559,6 +559,11 @@ export class PgExecutionService implements ExecutionService {
     }
     const inserted = await queueStore.insertCommands(client, id, decision.commands, now);
     if (inserted.length) metrics.commandsIssued.inc(inserted.length);
+    // Commands the decision made obsolete (loop items after an early break, the open calls of a
+    // failed or skipped step): no worker should start them, and a running one is told 410 on its
+    // next heartbeat.
+    const obsolete = await queueStore.cancelCommands(client, id, decision.cancelled_commands ?? []);
+    if (obsolete) metrics.commandsFinished.inc({ outcome: 'cancelled' }, obsolete);
     for (const c of inserted) if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
 
     const s = decision.state;

@@ -97,6 +97,15 @@ export async function cancelOpen(q: Queryable, executionId: string): Promise<num
   return rowCount ?? 0;
 }
 
+/** Cancels the given commands of an execution that are still open (the engine made them obsolete). */
+export async function cancelCommands(q: Queryable, executionId: string, commandIds: number[]): Promise<number> {
+  if (commandIds.length === 0) return 0;
+  const { rowCount } = await q.query(
+    `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
+      WHERE execution_id = $1 AND command_id = ANY($2::int[]) AND status IN ('queued', 'leased')`, [executionId, commandIds]);
+  return rowCount ?? 0;
+}
+
 /** The row of a `playbook` command is held by its child execution until the child ends. */
 export async function holdForChild(q: Queryable, queueId: string, childExecutionId: string): Promise<boolean> {
   const { rowCount } = await q.query(
