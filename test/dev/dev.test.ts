@@ -220,6 +220,12 @@ describe('playflow dev (serve)', () => {
       const ex = await client.waitForExecution(run.execution_id, { timeoutMs: 60_000, intervalMs: 100 });
       expect(ex).toMatchObject({ status: 'completed', result: { message: 'HELLO, LINUS!' } });
 
+      // A second dev on the same data dir: refused with the reason, the first one unharmed.
+      const second = await dev([HELLO, '--data-dir', dataDir, '--port', '0']);
+      expect(second.code).toBe(1);
+      expect(second.stderr).toMatch(new RegExp(`^error: the data dir ${dataDir} is in use: its PostgreSQL \\(pid \\d+\\) is running`));
+      expect((await fetch(`${info.url}/health`)).status).toBe(200);
+
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
       await expect(fetch(`${info.url}/health`)).rejects.toThrow();
