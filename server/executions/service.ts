@@ -503,14 +503,15 @@ export class PgExecutionService implements ExecutionService {
   /** Takes the execution's lock and rebuilds its state (snapshot + newer events, or the whole log). */
   private async lockAndLoad(client: pg.PoolClient, executionId: string): Promise<Loaded | null> {
     await lock(client, executionId);
-    const row = await execStore.get(client, executionId);
-    if (!row) return null;
+    const found = await execStore.getWithLastSeq(client, executionId);
+    if (!found) return null;
+    const { row, lastSeq } = found;
     const playbook = await this.playbookFor(client, row.catalog_id);
     let state: ExecutionStateView | undefined;
     let seq = 0;
     let snapSeq = 0;
     const cached = this.stateCache.get(executionId);
-    if (cached && cached.seq === (await eventStore.lastSeq(client, executionId))) {
+    if (cached && cached.seq === lastSeq) {
       return { row, state: cached.state, seq: cached.seq, snapSeq: cached.snapSeq, playbook };
     }
     const snap = this.snapshots ? await eventStore.loadSnapshot<ExecutionStateView>(client, executionId) : null;

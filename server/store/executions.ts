@@ -47,6 +47,16 @@ export async function get(q: Queryable, executionId: string): Promise<ExecutionR
   return rows[0] ?? null;
 }
 
+/** The row and the seq of its last event in one round trip (the hot path of every event). */
+export async function getWithLastSeq(q: Queryable, executionId: string): Promise<{ row: ExecutionRow; lastSeq: number } | null> {
+  const { rows } = await q.query<ExecutionRow & { last_seq: number | null }>(
+    `SELECT e.*, (SELECT max(seq) FROM event WHERE execution_id = e.execution_id) AS last_seq
+       FROM execution e WHERE execution_id = $1`, [executionId]);
+  if (!rows[0]) return null;
+  const { last_seq, ...row } = rows[0];
+  return { row: row as ExecutionRow, lastSeq: last_seq === null ? 0 : Number(last_seq) };
+}
+
 export async function insert(q: Queryable, e: {
   catalog_id: string; path: string; version: number; payload: JsonObject;
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;

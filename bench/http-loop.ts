@@ -1,0 +1,48 @@
+/**
+ * A 1,000-item async loop of http calls to a local server, run by the real server and one worker
+ * process (concurrency 32): items per second from the run request to the completed status.
+ *
+ *   npm run build && node dist/bench/http-loop.js [items=1000] [inFlight=64]
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startStack, runToEnd } from './support.js';
+
+const ITEMS = Number(process.argv[2] ?? 1000);
+const IN_FLIGHT = Number(process.argv[3] ?? 64);
+
+async function main() {
+  const api = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ path: req.url, ok: true }));
+  });
+  await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
+  const apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  const stack = await startStack({ workers: 1, concurrency: 32 });
+  try {
+    await stack.client.registerPlaybook(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: http_loop, path: bench/http_loop }
+workflow:
+  - step: start
+    loop: { in: "{{ range(payload.items) | list }}", iterator: i, mode: async, max_in_flight: ${IN_FLIGHT} }
+    tool:
+      kind: http
+      method: GET
+      endpoint: "${apiUrl}/item/{{ i }}"
+`);
+    await runToEnd(stack.client, 'bench/http_loop', { items: 20 }); // warm-up
+    const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
+    if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}: ${JSON.stringify(r.execution.error)}`);
+    const count = Array.isArray(r.execution.result) ? r.execution.result.length : 0;
+    console.log(`http-loop: ${count} items in ${(r.wall / 1000).toFixed(2)} s wall = ${Math.round(count / (r.wall / 1000))} items/s (server-side ${(r.serverMs / 1000).toFixed(2)} s; ${IN_FLIGHT} in flight, worker concurrency 32; goal ≥ 1,000/s)`);
+  } finally {
+    await stack.close();
+    api.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,77 @@
+/**
+ * Per-step server cost on the real database: for each step of a 100-step chain, claim the
+ * command over HTTP, report its call.done over HTTP (the server folds the state, runs the engine,
+ * appends the events and inserts the next queue row in one transaction), and take the next
+ * notification from the in-process broker. No tool runs: what is left is the server's own work.
+ *
+ *   npm run build && node dist/bench/server.js [steps=100] [runs=3]
+ */
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { PlayflowClient } from '../client/http.js';
+import { buildApp } from '../server/app/index.js';
+import { createServerCore } from '../server/core.js';
+import { chainPlaybook } from '../server/executions/testkit.js';
+
+const STEPS = Number(process.argv[2] ?? 100);
+const RUNS = Number(process.argv[3] ?? 3);
+const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+async function main() {
+  const name = `pfbench_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  if (process.env.BENCH_LOG_STATEMENTS) await admin.query(`ALTER DATABASE "${name}" SET log_statement = 'all'`);
+  if (process.env.BENCH_ASYNC_COMMIT) await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  const core = await createServerCore({ databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8 });
+  await core.start();
+  const app = await buildApp(core.deps);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const client = new PlayflowClient({ baseUrl: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+  try {
+    await core.deps.catalog.register(chainPlaybook('bench/chain', STEPS));
+    const perStep: number[] = [];
+    const parts = { fetch: [] as number[], claim: [] as number[], events: [] as number[] };
+    for (let run = 0; run <= RUNS; run++) {
+      const started = await client.run({ path: 'bench/chain', payload: {} });
+      for (let i = 0; i < STEPS; i++) {
+        const t0 = performance.now();
+        const [msg] = await core.broker.fetch({ max: 1, expiresMs: 5000 });
+        if (!msg) throw new Error(`no notification at step ${i + 1}`);
+        msg.ack();
+        const t1 = performance.now();
+        const cmd = await client.claim(msg.data.queue_id, { worker_id: 'bench' });
+        const t2 = performance.now();
+        await client.sendEvents({ execution_id: started.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, payload: { response: { i }, meta: { duration_ms: 0 } } });
+        const t3 = performance.now();
+        if (run > 0) { // run 0 warms pools, JIT and caches
+          perStep.push(t3 - t0);
+          parts.fetch.push(t1 - t0);
+          parts.claim.push(t2 - t1);
+          parts.events.push(t3 - t2);
+        }
+      }
+      const x = await client.getExecution(started.execution_id);
+      if (x.status !== 'completed') throw new Error(`execution ended ${x.status}`);
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)].toFixed(2);
+    perStep.sort((a, b) => a - b);
+    const q = (p: number) => perStep[Math.min(perStep.length - 1, Math.floor(p * perStep.length))].toFixed(2);
+    console.log(`server per step (claim + call.done + next command, HTTP, PostgreSQL on this machine): median ${q(0.5)} ms, p90 ${q(0.9)} ms, p99 ${q(0.99)} ms over ${perStep.length} steps (goal ≤ 3 ms median)`);
+    console.log(`  medians: notification ${median(parts.fetch)} ms, claim ${median(parts.claim)} ms, call.done ${median(parts.events)} ms`);
+  } finally {
+    await app.close();
+    await core.close();
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
