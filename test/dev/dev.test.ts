@@ -89,12 +89,15 @@ describe('playflow dev <file>', () => {
   }, 180_000);
 
   it('the default port 8082 taken: a free port instead of failing', async () => {
-    // Hold 8082 when it is free; when something else already holds it the case is the same.
+    // Hold 8082 (retrying while another process holds it only for a moment); if something
+    // holds it throughout, the case is the same.
     const blocker = net.createServer();
-    await new Promise<void>((resolve) => {
-      blocker.once('error', () => resolve());
-      blocker.listen(8082, '127.0.0.1', () => resolve());
-    });
+    for (let i = 0; i < 40 && !blocker.listening; i++) {
+      await new Promise<void>((resolve) => {
+        blocker.once('error', () => setTimeout(resolve, 250));
+        blocker.listen(8082, '127.0.0.1', () => resolve());
+      });
+    }
     try {
       const r = await dev([HELLO, '--data-dir', dataDir]);
       expect(r.code).toBe(0);
@@ -103,7 +106,7 @@ describe('playflow dev <file>', () => {
       expect(port).not.toBe(8082);
       expect(r.stdout).toContain('"message": "HELLO, WORLD!"');
     } finally {
-      await new Promise((r) => blocker.close(r));
+      if (blocker.listening) await new Promise((r) => blocker.close(r));
     }
   }, 180_000);
 
@@ -111,15 +114,36 @@ describe('playflow dev <file>', () => {
     const dir = join(tmp, 'failing');
     mkdirSync(dir);
     writeFileSync(join(dir, 'boom.yaml'), [
-      'apiVersion: playflow.io/v2', 'kind: Playbook', 'metadata:', '  name: boom', '  path: tests/boom', 'workflow:',
+      // No metadata.path: registered under metadata.name.
+      'apiVersion: playflow.io/v2', 'kind: Playbook', 'metadata:', '  name: boom', 'workflow:',
       '  - step: start', '    tool:', '      kind: python', '      code: |', '        raise ValueError("boom on purpose")', '',
     ].join('\n'));
     const r = await dev([join(dir, 'boom.yaml'), '--data-dir', dataDir, '--port', '0']);
     expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/registered: boom version \d+\n/);
     expect(r.stdout).toContain('  start: failed: ValueError: boom on purpose');
     expect(r.stdout).toMatch(/execution \d+ failed in [\d.]+ s\nerror: .*ValueError: boom on purpose/);
     expect(r.stdout).toContain('raise ValueError("boom on purpose")');
     expect(r.stdout).not.toContain('result:');
+  }, 180_000);
+
+  it.skipIf(process.getuid?.() !== 0)('as root, with a data dir the postgres user cannot reach (like /root/.playflow/dev): the cluster goes to /var/lib/playflow/dev/<hash>', async () => {
+    const closed = join(tmp, 'closed');
+    mkdirSync(closed, { mode: 0o700 });
+    const dir = join(closed, 'data');
+    let cluster: string | undefined;
+    try {
+      const r = await dev([HELLO, '--data-dir', dir, '--port', '0']);
+      cluster = /\(initialised (\/var\/lib\/playflow\/dev\/[0-9a-f]{16}\/pg)\)/.exec(r.stdout)?.[1];
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(cluster).toBeDefined();
+      expect(readFileSync(join(dir, 'pg-location'), 'utf8').trim()).toBe(cluster);
+      expect(r.stdout).toContain('"message": "HELLO, WORLD!"');
+      expect(existsSync(join(dir, 'encryption.key'))).toBe(true);
+    } finally {
+      if (cluster) rmSync(join(cluster, '..'), { recursive: true, force: true });
+    }
   }, 180_000);
 
   it('registers the other playbooks of the folder first: examples/composition.yaml runs hello_world as a child', async () => {
