@@ -449,6 +449,7 @@ class Normalizer {
         for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
           if (typeof obj?.[f] === 'number') a[f] = obj[f] as number;
         }
+        if (typeof obj?.jitter === 'number' || typeof obj?.jitter === 'boolean') a.jitter = obj.jitter;
         return a;
       }
       case 'collect': {
@@ -619,6 +620,7 @@ class Normalizer {
     for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
       if (typeof raw[f] === 'number') then[f] = raw[f] as number;
     }
+    if (typeof raw.jitter === 'number' || typeof raw.jitter === 'boolean') then.jitter = raw.jitter;
     if (isPlainObject(raw.next_call)) then.next_call = toObject(raw.next_call);
     if (isPlainObject(raw.collect)) {
       const c = raw.collect;

@@ -166,3 +166,46 @@ describe('parsePlaybookObject', () => {
     }
   });
 });
+
+describe('fields the engine and worker read', () => {
+  const doc = (steps: string) => `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: t, path: t/t }
+workflow:
+${steps}`;
+
+  it('keeps backoff jitter on retry policies and case retry actions', () => {
+    const r = parsePlaybook(doc(`  - step: start
+    tool: { kind: http, endpoint: "http://x" }
+    retry:
+      - when: "{{ error.status == 503 }}"
+        then: { max_attempts: 3, initial_delay: 0.5, jitter: 0 }
+    case:
+      - when: "{{ error.status == 500 }}"
+        then:
+          retry: { max_attempts: 2, jitter: false }`));
+    expect(r.errors).toEqual([]);
+    const step = r.playbook!.workflow[0];
+    expect(step.retry![0].then.jitter).toBe(0);
+    expect(step.case![0].then[0]).toEqual({ action: 'retry', max_attempts: 2, jitter: false });
+  });
+
+  it('accepts postgres and duckdb args as a list of bind parameters', () => {
+    const r = parsePlaybook(doc(`  - step: start
+    tool: { kind: postgres, auth: pg, command: "SELECT $1::int + $2::int AS s", args: [1, 2] }
+    next: d
+  - step: d
+    tool: { kind: duckdb, query: "SELECT ? AS x", args: ["{{ start.rows[0].s }}"] }`));
+    expect(r.errors).toEqual([]);
+    expect(r.playbook!.workflow[0].tool!.args).toEqual([1, 2]);
+  });
+
+  it('accepts auth.inline as one template rendering to the connection object', () => {
+    const r = parsePlaybook(doc(`  - step: start
+    tool: { kind: postgres, command: "SELECT 1", auth: { type: postgres, inline: "{{ workload.pg }}" } }`));
+    expect(r.errors).toEqual([]);
+    const bad = parsePlaybook(doc(`  - step: start
+    tool: { kind: postgres, command: "SELECT 1", auth: { type: postgres, inline: [1] } }`));
+    expect(bad.errors.map((e) => e.path)).toContain('workflow[0].tool.auth.inline');
+  });
+});

@@ -18,6 +18,8 @@ const openObject: Schema = { type: 'object', additionalProperties: true };
 const num: Schema = { type: ['number', 'string'] };
 const int: Schema = { type: ['integer', 'string'] };
 const bool: Schema = { type: ['boolean', 'string'] };
+/** Backoff jitter: a fraction of the delay (0..1), or false for none. */
+const jitter: Schema = { type: ['number', 'boolean', 'string'] };
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const;
 
@@ -28,7 +30,8 @@ const auth: Schema = {
     type: str,
     credential: str,
     inline: {
-      type: 'object',
+      // an object of connection fields, or one template rendering to such an object
+      type: ['object', 'string'],
       properties: { host: str, port: int, user: str, password: str, database: str },
       additionalProperties: true,
     },
@@ -55,7 +58,8 @@ const TOOL_FIELDS: Record<(typeof TOOL_KINDS)[number], Record<string, Schema> | 
   postgres: {
     command: nonEmpty,
     query: nonEmpty,
-    args: openObject,
+    // bind parameters: a list for $1..$n, or an object whose values bind in order
+    args: { type: ['object', 'array', 'string'] },
     params: { type: ['array', 'object', 'string'] },
     auth,
     database: str,
@@ -65,7 +69,7 @@ const TOOL_FIELDS: Record<(typeof TOOL_KINDS)[number], Record<string, Schema> | 
     data: { type: ['object', 'array', 'string'] },
     where: { type: ['object', 'string'] },
   },
-  duckdb: { database: str, query: nonEmpty, command: nonEmpty, args: openObject, auth },
+  duckdb: { database: str, query: nonEmpty, command: nonEmpty, args: { type: ['object', 'array', 'string'] }, auth },
   python: {
     code: nonEmpty,
     args: openObject,
@@ -120,6 +124,7 @@ const retryThen: Schema = {
     max_attempts: int,
     backoff_multiplier: num,
     initial_delay: num,
+    jitter,
     next_call: openObject,
     collect: {
       type: 'object',
@@ -216,7 +221,7 @@ const actions: Record<string, Schema> = {
   call: { type: ['object', 'null', 'boolean'], additionalProperties: true },
   retry: {
     type: ['object', 'null', 'boolean'],
-    properties: { max_attempts: int, backoff_multiplier: num, initial_delay: num },
+    properties: { max_attempts: int, backoff_multiplier: num, initial_delay: num, jitter },
     additionalProperties: false,
   },
   collect: {

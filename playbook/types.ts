@@ -101,7 +101,7 @@ export interface NextTarget {
 
 export type Action =
   | { action: 'call'; overrides: JsonObject }
-  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number }
+  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number; jitter?: number | boolean }
   | { action: 'collect'; from: Json; into: string; mode: 'append' | 'extend' }
   | { action: 'sink'; tool: Tool }
   | { action: 'set'; ctx: JsonObject }
@@ -121,6 +121,8 @@ export interface RetryThen {
   max_attempts?: number;
   backoff_multiplier?: number;
   initial_delay?: number;
+  /** Fraction of the delay drawn at random either way (default 0.2); false or 0 for none. */
+  jitter?: number | boolean;
   /** Overrides for the next request (params, args, url/endpoint, json, headers…), templated. */
   next_call?: JsonObject;
   collect?: { strategy: 'append' | 'replace' | 'merge'; path?: string; into?: string };
