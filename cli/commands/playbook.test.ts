@@ -1,18 +1,17 @@
 /**
- * `playflow playbook validate|normalize` as a user runs it: the project is compiled with tsc
- * into a temporary directory (not the shared dist/) and the real entry point is spawned.
+ * `playflow playbook validate|normalize` as a user runs it: the built entry point (dist/, which
+ * `npm test` compiles before running the suites) is spawned.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { printReports, validateFiles, type FileReport } from './playbook.js';
 
 const repo = resolve(import.meta.dirname, '..', '..');
 const fixtures = join(repo, 'test', 'fixtures', 'playbooks');
-let out: string;
+const out = join(repo, 'dist');
 
 function cli(...args: string[]) {
   const r = spawnSync(process.execPath, [join(out, 'cli', 'index.js'), ...args], { cwd: repo, encoding: 'utf8', timeout: 120_000 });
@@ -20,19 +19,7 @@ function cli(...args: string[]) {
 }
 
 beforeAll(() => {
-  out = mkdtempSync(join(tmpdir(), 'playflow-cli-'));
-  // Type errors in unrelated files do not stop tsc from emitting; only a missing entry point would.
-  spawnSync(process.execPath, [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', repo, '--outDir', out, '--sourceMap', 'false', '--incremental', 'false'], {
-    cwd: repo,
-    encoding: 'utf8',
-  });
-  if (!existsSync(join(out, 'cli', 'index.js'))) throw new Error('tsc did not emit cli/index.js');
-  symlinkSync(join(repo, 'node_modules'), join(out, 'node_modules'));
-  writeFileSync(join(out, 'package.json'), JSON.stringify({ type: 'module' }));
-}, 300_000);
-
-afterAll(() => {
-  if (out) rmSync(out, { recursive: true, force: true });
+  if (!existsSync(join(out, 'cli', 'index.js'))) throw new Error('dist/cli/index.js is missing: run `npm run build` (npm test does)');
 });
 
 describe('playflow playbook validate (subprocess)', () => {
