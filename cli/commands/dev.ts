@@ -149,7 +149,7 @@ function printOutcome(ex: ExecutionView): void {
 
 function keyLine(key: DevKeyInfo): string {
   switch (key.source) {
-    case 'env': return 'encryption key: PLAYFLOW_ENCRYPTION_KEY';
+    case 'env': return `encryption key: PLAYFLOW_ENCRYPTION_KEY${key.file ? ` (the generated key in ${key.file} still decrypts older data)` : ''}`;
     case 'generated': return `encryption key: PLAYFLOW_ENCRYPTION_KEY not set; generated one in ${key.file} (0600), used from now on for this data dir`;
     default: return `encryption key: PLAYFLOW_ENCRYPTION_KEY not set; using the dev key in ${key.file}`;
   }
@@ -296,5 +296,16 @@ export function register(program: Command): void {
     .option('--port <port>', 'API port (default 8082; 0 = any free port)')
     .option('-o, --output <format>', 'text or json', 'text')
     .option('-v, --verbose', 'info logs (default: warnings and errors only)')
+    .addHelpText('after', `
+With a file: registers every other *.yaml playbook of the file's folder first (so \`playbook\`
+tool steps find their children, e.g. examples/composition.yaml → examples/hello_world), then
+registers and runs the file, prints each step and the result, stops, and exits 0 when the
+execution completed, 1 otherwise. Without a file: serves the API on 127.0.0.1 until Ctrl-C.
+
+Without PLAYFLOW_ENCRYPTION_KEY a key is generated once into <data-dir>/encryption.key (0600).
+
+Examples:
+  playflow dev examples/hello_world.yaml --payload '{"name": "Ada"}'
+  playflow dev --port 0 --output json`)
     .action(action(async (file: string | undefined, opts: DevCliOptions) => devAction(file, opts)));
 }

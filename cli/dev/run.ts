@@ -9,6 +9,7 @@
  * Stop order: worker (calls in flight finish within the grace), server (requests in flight
  * finish), broker, database.
  */
+import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { PlayflowClient } from '../../client/http.js';
@@ -18,7 +19,7 @@ import { createLogger, type Logger } from '../../server/logger.js';
 import { startServer, type RunningServer } from '../../server/main.js';
 import { WorkerRuntime } from '../../worker/runtime.js';
 import { ensureDataDir, freePort, startEmbeddedDb, type EmbeddedDb } from './embedded-db.js';
-import { loadOrCreateDevKey } from './key.js';
+import { KEY_FILE, loadOrCreateDevKey } from './key.js';
 import { humanLogStream } from './log.js';
 
 export const DEFAULT_DEV_PORT = 8082;
@@ -42,7 +43,7 @@ export interface DevOptions {
 
 export interface DevKeyInfo {
   source: 'env' | 'generated' | 'file';
-  /** The key file, when the key is dev's own. */
+  /** The key file: the key in use, or (source env) the earlier generated key, still accepted for decryption. */
   file?: string;
 }
 
@@ -77,13 +78,24 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
   const host = env.HOST?.trim() || '127.0.0.1';
   // Listening on loopback only, an open API is the expected dev set-up: not worth a warning each run.
   const drop = (line: string) => !verbose && isLoopback(host) && line.includes('PLAYFLOW_API_TOKEN is not set');
-  const logger = createLogger({ level, name: 'playflow-dev', destination: humanLogStream({ drop }) });
+  const logger = createLogger({ level, name: 'playflow-server', destination: humanLogStream({ drop }) });
 
   ensureDataDir(opts.dataDir);
   let key: DevKeyInfo;
   let keyValue: string | undefined;
   if (env.PLAYFLOW_ENCRYPTION_KEY?.trim()) {
     key = { source: 'env' };
+    // Rows sealed by earlier runs with the generated key keep decrypting: it joins the previous
+    // keys (the current one seals everything new; `reencryptAll` can move old rows over).
+    const file = path.join(opts.dataDir, KEY_FILE);
+    if (existsSync(file)) {
+      const old = readFileSync(file, 'utf8').trim();
+      const previous = (env.PLAYFLOW_ENCRYPTION_KEY_PREVIOUS ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+      if (old && old !== env.PLAYFLOW_ENCRYPTION_KEY.trim() && !previous.includes(old)) {
+        process.env.PLAYFLOW_ENCRYPTION_KEY_PREVIOUS = [...previous, old].join(',');
+      }
+      key.file = file;
+    }
   } else {
     const k = loadOrCreateDevKey(opts.dataDir);
     key = { source: k.created ? 'generated' : 'file', file: k.file };

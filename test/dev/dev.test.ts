@@ -213,22 +213,48 @@ describe('playflow dev: bad input fails at once, before anything starts', () => 
   });
 });
 
+interface Serving {
+  info: { url: string; docs: string; data_dir: string; encryption_key: string };
+  stderr: () => string;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** `playflow dev --port 0 --output json` in serve mode, once it printed where it listens. */
+async function serve(env: NodeJS.ProcessEnv = {}): Promise<Serving> {
+  const child = spawn(process.execPath, [CLI, 'dev', '--data-dir', dataDir, '--port', '0', '--output', 'json'], { env: { ...cleanEnv(), ...env }, cwd: ROOT });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const info = await new Promise<Serving['info']>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        const end = stdout.indexOf('\n}\n');
+        if (end >= 0) resolve(JSON.parse(stdout.slice(0, end + 2)) as Serving['info']);
+      });
+      void exited.then((code) => reject(new Error(`dev exited early (${code}): ${stderr}`)));
+    });
+    return {
+      info,
+      stderr: () => stderr,
+      stop: () => {
+        child.kill('SIGTERM');
+        return exited;
+      },
+    };
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+}
+
 describe('playflow dev (serve)', () => {
   it('serves the API and the worker until SIGTERM, then stops and exits 0', async () => {
-    const child = spawn(process.execPath, [CLI, 'dev', '--data-dir', dataDir, '--port', '0', '--output', 'json'], { env: cleanEnv(), cwd: ROOT });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const s = await serve();
     try {
-      const info = await new Promise<{ url: string; docs: string; data_dir: string }>((resolve, reject) => {
-        child.stdout.on('data', (d: Buffer) => {
-          stdout += d.toString();
-          const nl = stdout.indexOf('\n}\n');
-          if (nl >= 0) resolve(JSON.parse(stdout.slice(0, nl + 2)) as { url: string; docs: string; data_dir: string });
-        });
-        void exited.then((code) => reject(new Error(`dev exited early (${code}): ${stderr}`)));
-      });
+      const { info } = s;
       expect(info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(info.docs).toBe(`${info.url}/docs`);
       expect(info.data_dir).toBe(dataDir);
@@ -250,12 +276,44 @@ describe('playflow dev (serve)', () => {
       expect(second.stderr).toMatch(new RegExp(`^error: the data dir ${dataDir} is in use: its PostgreSQL \\(pid \\d+\\) is running`));
       expect((await fetch(`${info.url}/health`)).status).toBe(200);
 
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      expect(await s.stop()).toBe(0);
       await expect(fetch(`${info.url}/health`)).rejects.toThrow();
-      expect(stderr).not.toMatch(/error/i);
+      expect(s.stderr()).not.toMatch(/error/i);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      await s.stop();
+    }
+  }, 180_000);
+
+  it('a credential stored under the generated key still reads in the next run, and once PLAYFLOW_ENCRYPTION_KEY is set', async () => {
+    const put = async (url: string, name: string, password: string) => {
+      const res = await fetch(`${url}/api/credentials`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name, type: 'postgres', data: { host: 'db', port: 5432, user: 'u', password, database: 'd' } }),
+      });
+      expect(res.status).toBeLessThan(300);
+    };
+    const read = async (url: string, name: string) => {
+      const res = await fetch(`${url}/api/credentials/${name}?include_data=true`);
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { data: { password: string } }).data.password;
+    };
+    const first = await serve();
+    expect(first.info.encryption_key).toBe(join(dataDir, 'encryption.key'));
+    await put(first.info.url, 'dev-db', 's3cret');
+    expect(await first.stop()).toBe(0);
+
+    const again = await serve();
+    expect(await read(again.info.url, 'dev-db')).toBe('s3cret');
+    expect(await again.stop()).toBe(0);
+
+    const withEnv = await serve({ PLAYFLOW_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64') });
+    try {
+      expect(withEnv.info.encryption_key).toBe('PLAYFLOW_ENCRYPTION_KEY');
+      expect(await read(withEnv.info.url, 'dev-db')).toBe('s3cret');
+      await put(withEnv.info.url, 'env-db', 'other');
+      expect(await read(withEnv.info.url, 'env-db')).toBe('other');
+    } finally {
+      expect(await withEnv.stop()).toBe(0);
     }
   }, 180_000);
 
