@@ -1,0 +1,23 @@
+/**
+ * Runs every benchmark one after another and prints their figures (`npm run bench`, after a
+ * build). Each runs in its own process so one's pools and caches do not warm another's.
+ * Not part of `npm test`: benchmarks print, they never assert.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const benches: Array<[string, string[]]> = [
+  ['engine.js', []],
+  ['python.js', ['500']],
+  ['server.js', ['100', '3']],
+  ['fibo.js', ['5']],
+  ['http-loop.js', ['1000', '64']],
+];
+
+let failed = 0;
+for (const [file, args] of benches) {
+  process.stdout.write(`\n== bench/${file.replace('.js', '.ts')} ${args.join(' ')}\n`);
+  const r = spawnSync(process.execPath, [fileURLToPath(new URL(file, import.meta.url)), ...args], { stdio: 'inherit' });
+  if (r.status !== 0) failed++;
+}
+process.exitCode = failed ? 1 : 0;
