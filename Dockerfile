@@ -4,9 +4,7 @@
 
 FROM node:22-bookworm-slim AS build
 WORKDIR /src
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY package.json package-lock.json tsconfig.json ./
 COPY playbook ./playbook
 COPY server ./server
 COPY worker ./worker
@@ -17,7 +15,8 @@ COPY bench ./bench
 COPY test ./test
 COPY e2e ./e2e
 COPY scripts ./scripts
-RUN npx tsc -p tsconfig.json && npm prune --omit=dev
+# `npm ci` compiles through the package's prepare script (sources are already in place).
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:22-bookworm-slim
 # python3 runs the python tool's interpreters (outside the worker's process).
