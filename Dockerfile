@@ -15,6 +15,7 @@ COPY bench ./bench
 COPY test ./test
 COPY e2e ./e2e
 COPY scripts ./scripts
+COPY examples ./examples
 # `npm ci` compiles through the package's prepare script (sources are already in place).
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
@@ -30,6 +31,7 @@ ENV NODE_ENV=production
 COPY --from=build /src/package.json ./package.json
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
+COPY --from=build /src/examples ./examples
 # SQL migrations and the python runner are read at run time from beside the compiled code.
 COPY --from=build /src/server/store/migrations ./dist/server/store/migrations
 COPY --from=build /src/worker/python ./dist/worker/python
