@@ -109,7 +109,14 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
   let server: RunningServer | undefined;
   let worker: WorkerRuntime | undefined;
   const cleanup = async () => {
-    await worker?.stop().catch((err: Error) => logger.error({ err: err.message }, 'worker stop failed'));
+    // With nothing in flight, closing the broker at once ends the worker's pending long-poll
+    // fetches (up to 1 s otherwise). Nothing is lost: commands live in the queue table, and the
+    // sweeper republishes what a notification never delivered.
+    const idle = (worker?.inFlightCount ?? 0) === 0;
+    await Promise.all([
+      worker?.stop().catch((err: Error) => logger.error({ err: err.message }, 'worker stop failed')),
+      idle ? broker.close().catch(() => {}) : undefined,
+    ]);
     await server?.stop().catch((err: Error) => logger.error({ err: err.message }, 'server stop failed'));
     await broker.close().catch(() => {});
     await db.stop().catch((err: Error) => logger.error({ err: err.message }, 'database stop failed'));
