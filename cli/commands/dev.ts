@@ -224,8 +224,24 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
     process.exit(1);
   };
   process.once('beforeExit', stalled);
-  const dev = await startDev({ dataDir, port, portFallback: file !== undefined && port === undefined, verbose: opts.verbose });
-  process.removeListener('beforeExit', stalled);
+  // A signal while starting: finish starting (PostgreSQL must not be left running), then stop.
+  let early: NodeJS.Signals | undefined;
+  const onEarly = (sig: NodeJS.Signals) => { early = sig; };
+  process.on('SIGINT', onEarly);
+  process.on('SIGTERM', onEarly);
+  let dev: DevInstance;
+  try {
+    dev = await startDev({ dataDir, port, portFallback: file !== undefined && port === undefined, verbose: opts.verbose });
+  } finally {
+    process.removeListener('beforeExit', stalled);
+    process.removeListener('SIGINT', onEarly);
+    process.removeListener('SIGTERM', onEarly);
+  }
+  if (early) {
+    process.stderr.write(`${early}: stopping\n`);
+    await dev.stop();
+    process.exit(130);
+  }
   const dbNote = `${dev.db.initialised ? 'initialised' : 'PostgreSQL'} ${dev.db.clusterDir}`;
 
   if (file !== undefined && text !== undefined) {
