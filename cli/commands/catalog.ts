@@ -4,18 +4,19 @@
  *   playflow catalog register playbook <file> [--path <catalog path>]
  *   playflow catalog get playbook <path> [--version N]
  *   playflow catalog list [--prefix p]
+ *
+ * Every command takes -o table|json|yaml (cli/output.ts): json/yaml print the API body as is.
  */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { action, apiOptions, clientFrom, CliError, isJson, printJson, println, type ApiOptions } from './common.js';
+import { table } from '../output.js';
+import { action, apiOptions, clientFrom, CliError, fileErrorReason, printBody, println, type ApiOptions } from './common.js';
 
 async function readPlaybookFile(file: string): Promise<string> {
   try {
     return await readFile(file, 'utf8');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-    throw new CliError(`cannot read playbook file '${file}': ${why}`);
+    throw new CliError(`cannot read playbook file '${file}': ${fileErrorReason(err)}`);
   }
 }
 
@@ -28,11 +29,10 @@ export function register(program: Command): void {
       .description('Register a playbook YAML file (a new version unless the content is unchanged)')
       .option('--path <path>', 'catalog path (default: metadata.path, else metadata.name)'),
   ).action(action(async (file: string, opts: ApiOptions & { path?: string }) => {
-    const json = isJson(opts);
     const content = await readPlaybookFile(file);
     if (!content.trim()) throw new CliError(`playbook file '${file}' is empty`);
     const res = await clientFrom(opts).registerPlaybook(content, opts.path);
-    if (json) return printJson(res);
+    if (printBody(opts, res)) return;
     println(`${res.created ? 'registered' : 'unchanged'}: ${res.path} version ${res.version} (catalog_id ${res.catalog_id})`);
     for (const w of res.warnings) println(`  warning: ${w.path || '(document)'}: ${w.message}`);
   }));
@@ -43,9 +43,8 @@ export function register(program: Command): void {
       .description('Show a playbook (latest version unless --version)')
       .option('--version <n>', 'a specific version', (v) => Number.parseInt(v, 10)),
   ).action(action(async (path: string, opts: ApiOptions & { version?: number }) => {
-    const json = isJson(opts);
     const entry = await clientFrom(opts).getPlaybook(path, opts.version);
-    if (json) return printJson(entry);
+    if (printBody(opts, entry)) return;
     println(`# ${entry.path} version ${entry.version} (catalog_id ${entry.catalog_id}, ${entry.created_at})`);
     process.stdout.write(entry.content.endsWith('\n') ? entry.content : `${entry.content}\n`);
   }));
@@ -56,10 +55,12 @@ export function register(program: Command): void {
       .option('--prefix <prefix>', 'only paths starting with this')
       .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
   ).action(action(async (opts: ApiOptions & { prefix?: string; limit?: number }) => {
-    const json = isJson(opts);
     const res = await clientFrom(opts).listPlaybooks({ prefix: opts.prefix, limit: opts.limit });
-    if (json) return printJson(res);
-    if (res.playbooks.length === 0) return println('no playbooks');
-    for (const p of res.playbooks) println(`${p.path}\tv${p.version}\t${p.name}`);
+    if (printBody(opts, res)) return;
+    process.stdout.write(table(
+      ['path', 'version', 'name', 'catalog_id', 'created'],
+      res.playbooks.map((p) => [p.path, p.version, p.name, p.catalog_id, p.created_at]),
+      'No playbooks found.',
+    ));
   }));
 }

@@ -1,33 +1,63 @@
 /**
  * What the API commands share: the client options (`--server`, `--token`, `--output`), output
- * in text or JSON, and turning failures into one clear line on stderr with a non-zero exit.
+ * as a table, JSON or YAML (cli/output.ts), and turning failures into one clear message on stderr
+ * with a non-zero exit.
  */
 import type { Command } from 'commander';
 import { ApiError, PlayflowClient } from '../../client/http.js';
+import { SecretsClient } from '../../client/secrets.js';
+import { OUTPUT_FORMATS, parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
+
+export { OUTPUT_FORMATS, type OutputFormat };
 
 export const DEFAULT_SERVER = 'http://localhost:8082';
 
 export interface ApiOptions {
   server?: string;
   token?: string;
+  /** Parsed by parseOutputFormat (`text` becomes `table`). */
   output?: string;
+}
+
+/** Adds `-o, --output table|json|yaml` (default table); an unknown value is a usage error. */
+export function outputOption(cmd: Command): Command {
+  return cmd.option('-o, --output <format>', `output format: ${OUTPUT_FORMATS.join(', ')}`, parseOutputFormat, 'table');
 }
 
 /** Adds --server, --token and --output to an API command. */
 export function apiOptions(cmd: Command): Command {
-  return cmd
+  return outputOption(cmd
     .option('--server <url>', 'server base URL (env SERVER_API_URL)', process.env.SERVER_API_URL || DEFAULT_SERVER)
-    .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)', process.env.PLAYFLOW_API_TOKEN || undefined)
-    .option('-o, --output <format>', 'text or json', 'text');
+    .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)', process.env.PLAYFLOW_API_TOKEN || undefined));
 }
 
 export function clientFrom(opts: ApiOptions): PlayflowClient {
   return new PlayflowClient({ baseUrl: opts.server || DEFAULT_SERVER, token: opts.token || undefined });
 }
 
+export function secretsClientFrom(opts: ApiOptions): SecretsClient {
+  return new SecretsClient(clientFrom(opts));
+}
+
+/** The --output format (already checked by the option's parser; re-checked for programmatic callers). */
+export function outputFormat(opts: ApiOptions): OutputFormat {
+  try {
+    return parseOutputFormat(opts.output ?? 'table');
+  } catch (err) {
+    throw new CliError((err as Error).message, 2);
+  }
+}
+
 export function isJson(opts: ApiOptions): boolean {
-  if (opts.output && !['text', 'json'].includes(opts.output)) throw new CliError(`unknown --output ${JSON.stringify(opts.output)} (text or json)`);
-  return opts.output === 'json';
+  return outputFormat(opts) === 'json';
+}
+
+/**
+ * Prints the API body as JSON or YAML and returns true, or returns false for `table` (the caller
+ * prints its own layout).
+ */
+export function printBody(opts: ApiOptions, body: unknown): boolean {
+  return printStructured(outputFormat(opts), body);
 }
 
 export function printJson(value: unknown): void {
@@ -68,6 +98,8 @@ export function describeApiError(err: ApiError, opts: ApiOptions): string {
     }
     case err.status === 404:
       return `not found (404): ${err.message}`;
+    case err.status === 400 && Array.isArray(err.details) && err.details.length > 0 && err.details.every((d) => typeof d === 'string'):
+      return `${err.message} (400):\n${(err.details as string[]).map((d) => `  - ${d}`).join('\n')}`;
     default:
       return `${err.code} (${err.status}): ${err.message}`;
   }
@@ -105,6 +137,12 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>) {
   };
 }
 
+/** `no such file`, `is a directory`, … for a failed read. */
+export function fileErrorReason(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+}
+
 /** `{"a":1}` or `@file.json`; must be a JSON object. */
 export async function parseJsonObject(text: string, what: string): Promise<Record<string, unknown>> {
   let raw = text;
@@ -113,7 +151,7 @@ export async function parseJsonObject(text: string, what: string): Promise<Recor
     try {
       raw = await readFile(text.slice(1), 'utf8');
     } catch (err) {
-      throw new CliError(`cannot read ${what} file '${text.slice(1)}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new CliError(`cannot read ${what} file '${text.slice(1)}': ${fileErrorReason(err)}`);
     }
   }
   let value: unknown;

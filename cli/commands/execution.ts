@@ -2,15 +2,19 @@
  * `playflow execution status <id> [--watch]`: show an execution (status, steps, result, error);
  * `--watch` polls until it ends, printing status changes, and exits non-zero when it failed or
  * was cancelled. Also `execution list`, `execution events <id>` and `execution cancel <id>`.
+ *
+ * -o table (default) keeps the readable status block and one line per event; `list` is a table.
+ * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`).
  */
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { ExecutionView } from '../../client/protocol.js';
-import { action, apiOptions, clientFrom, CliError, isJson, printJson, println, type ApiOptions } from './common.js';
+import { printStructured, table, type OutputFormat } from '../output.js';
+import { action, apiOptions, clientFrom, CliError, outputFormat, printBody, println, type ApiOptions } from './common.js';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
-function checkId(id: string): string {
+export function checkId(id: string): string {
   if (!/^[0-9]+$/.test(id)) throw new CliError(`execution id must be a decimal integer, got ${JSON.stringify(id)}`);
   return id;
 }
@@ -38,18 +42,19 @@ export function printExecution(ex: ExecutionView): void {
   if (ex.error !== null && ex.error !== undefined) println(`  error:     ${short(ex.error, 1000)}`);
 }
 
-/** Polls until the execution ends; prints changes (text) or the final record (json). */
-export async function waitForEnd(client: PlayflowClient, id: string, json: boolean, intervalMs = 1000): Promise<ExecutionView> {
+/** Polls until the execution ends; prints changes (table) or the final record (json, yaml). */
+export async function waitForEnd(client: PlayflowClient, id: string, format: OutputFormat, intervalMs = 1000): Promise<ExecutionView> {
   let last = '';
+  const human = format === 'table';
   for (;;) {
     const ex = await client.getExecution(id);
-    if (!json && ex.status !== last) {
+    if (human && ex.status !== last) {
       if (TERMINAL.has(ex.status)) printExecution(ex);
       else println(`execution ${ex.execution_id}: ${ex.status}`);
       last = ex.status;
     }
     if (TERMINAL.has(ex.status)) {
-      if (json) printJson(ex);
+      printStructured(format, ex);
       if (ex.status !== 'completed') process.exitCode = 1;
       return ex;
     }
@@ -66,15 +71,14 @@ export function register(program: Command): void {
       .option('--watch', 'poll until the execution ends')
       .option('--interval <ms>', 'poll interval with --watch', (v) => Number.parseInt(v, 10), 1000),
   ).action(action(async (id: string, opts: ApiOptions & { watch?: boolean; interval: number }) => {
-    const json = isJson(opts);
+    const format = outputFormat(opts);
     const client = clientFrom(opts);
     if (opts.watch) {
-      await waitForEnd(client, checkId(id), json, opts.interval);
+      await waitForEnd(client, checkId(id), format, opts.interval);
       return;
     }
     const ex = await client.getExecution(checkId(id));
-    if (json) printJson(ex);
-    else printExecution(ex);
+    if (!printBody(opts, ex)) printExecution(ex);
   }));
 
   apiOptions(
@@ -84,11 +88,13 @@ export function register(program: Command): void {
       .option('--path <path>', 'catalog path')
       .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
   ).action(action(async (opts: ApiOptions & { status?: string; path?: string; limit?: number }) => {
-    const json = isJson(opts);
     const res = await clientFrom(opts).listExecutions({ status: opts.status as never, path: opts.path, limit: opts.limit });
-    if (json) return printJson(res);
-    if (res.executions.length === 0) return println('no executions');
-    for (const e of res.executions) println(`${e.execution_id}\t${e.status}\t${e.path} v${e.version}\t${e.created_at}`);
+    if (printBody(opts, res)) return;
+    process.stdout.write(table(
+      ['execution_id', 'status', 'playbook', 'version', 'started', 'finished'],
+      res.executions.map((e) => [e.execution_id, e.status, e.path, e.version, e.created_at, e.finished_at]),
+      'No executions found.',
+    ));
   }));
 
   apiOptions(
@@ -97,14 +103,14 @@ export function register(program: Command): void {
       .option('--after <seq>', 'only events after this seq', (v) => Number.parseInt(v, 10))
       .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
   ).action(action(async (id: string, opts: ApiOptions & { after?: number; limit?: number }) => {
-    const json = isJson(opts);
     const client = clientFrom(opts);
     const events = [];
     for await (const e of client.iterateEvents(checkId(id), { after: opts.after })) {
       events.push(e);
       if (opts.limit !== undefined && events.length >= opts.limit) break;
     }
-    if (json) return printJson({ execution_id: id, events });
+    if (printBody(opts, { execution_id: id, events })) return;
+    if (events.length === 0) return println(`No events${opts.after !== undefined ? ` after seq ${opts.after}` : ''}.`);
     for (const e of events) {
       println(`${String(e.seq).padStart(4)}  ${e.created_at}  ${e.name}${e.step ? `  [${e.step}]` : ''}${e.command_id !== null ? `  #${e.command_id}` : ''}`);
     }
@@ -113,9 +119,7 @@ export function register(program: Command): void {
   apiOptions(
     execution.command('cancel <execution_id>').description('Cancel an execution'),
   ).action(action(async (id: string, opts: ApiOptions) => {
-    const json = isJson(opts);
     const ex = await clientFrom(opts).cancelExecution(checkId(id));
-    if (json) printJson(ex);
-    else println(`execution ${ex.execution_id}: ${ex.status}`);
+    if (!printBody(opts, ex)) println(`execution ${ex.execution_id}: ${ex.status}`);
   }));
 }

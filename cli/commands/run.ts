@@ -4,7 +4,7 @@
  * non-zero when it failed or was cancelled.
  */
 import type { Command } from 'commander';
-import { action, apiOptions, clientFrom, isJson, parseJsonObject, printJson, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
 import { waitForEnd } from './execution.js';
 
 export function register(program: Command): void {
@@ -16,16 +16,16 @@ export function register(program: Command): void {
       .option('--version <n>', 'catalog version (default: latest)', (v) => Number.parseInt(v, 10))
       .option('--wait', 'wait for the execution to end and show its status'),
   ).action(action(async (path: string, opts: ApiOptions & { payload: string; version?: number; wait?: boolean }) => {
-    const json = isJson(opts);
+    const format = outputFormat(opts);
     const payload = await parseJsonObject(opts.payload, '--payload');
     const client = clientFrom(opts);
     const res = await client.run({ path, payload: payload as never, version: opts.version });
     if (!opts.wait) {
-      if (json) return printJson(res);
+      if (printBody(opts, res)) return;
       println(`execution ${res.execution_id} started: ${res.path} version ${res.version}`);
       return;
     }
-    if (!json) println(`execution ${res.execution_id} started: ${res.path} version ${res.version}; waiting…`);
-    await waitForEnd(client, res.execution_id, json);
+    if (format === 'table') println(`execution ${res.execution_id} started: ${res.path} version ${res.version}; waiting…`);
+    await waitForEnd(client, res.execution_id, format);
   }));
 }

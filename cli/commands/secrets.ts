@@ -2,6 +2,8 @@
  * `playflow credentials …`: maintenance of encrypted credential storage (runs against the
  * database directly, like the server; needs DATABASE_URL and the keys).
  *
+ * (Credential CRUD through the server's API is `playflow credential …`, cli/commands/credential.ts.)
+ *
  *   playflow credentials rotate-key [--batch-size N] [--database-url URL] [-o json]
  *       Re-encrypts every credential, keychain and authentication-cache row under the current
  *       PLAYFLOW_ENCRYPTION_KEY. Put the old key in PLAYFLOW_ENCRYPTION_KEY_PREVIOUS (comma-
@@ -18,7 +20,7 @@
 import type { Command } from 'commander';
 import { createDb } from '../../server/db.js';
 import { cipherFromEnv, reencryptAll, verifyKey, EncryptionKeyError, ENCRYPTED_TABLES, type ReencryptResult } from '../../server/crypto.js';
-import { action, CliError, printJson, println } from './common.js';
+import { action, CliError, outputFormat, outputOption, printBody, println } from './common.js';
 
 export interface RotateOptions {
   databaseUrl: string;
@@ -74,34 +76,31 @@ function wrapKeyErrors<A extends unknown[]>(fn: (...a: A) => Promise<void>) {
 }
 
 export function register(program: Command): void {
-  const creds = program.command('credentials').description('Encrypted credential storage: key verification and rotation');
+  const creds = program.command('credentials').description('Encrypted credential storage: key verification and rotation (for create/list/get/delete see `credential`)');
 
-  creds.command('rotate-key')
+  outputOption(creds.command('rotate-key'))
     .description('Re-encrypt every credential and keychain row under PLAYFLOW_ENCRYPTION_KEY (old key in PLAYFLOW_ENCRYPTION_KEY_PREVIOUS)')
     .option('--database-url <url>', 'PostgreSQL URL (env DATABASE_URL)')
     .option('--batch-size <n>', 'rows per transaction', (v) => Number.parseInt(v, 10), 100)
-    .option('-o, --output <format>', 'text or json', 'text')
     .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; batchSize: number; output?: string }) => {
       if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new CliError('--batch-size must be a positive integer');
-      const json = opts.output === 'json';
+      const json = outputFormat(opts) !== 'table';
       const res = await rotateKey({
         databaseUrl: databaseUrl(opts),
         batchSize: opts.batchSize,
         onBatch: json ? undefined : (table, n) => println(`  ${table}: ${n} rows re-encrypted`),
       });
-      if (json) printJson(res);
-      else println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
+      if (!printBody(opts, res)) println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
       if (res.remaining > 0) throw new CliError(`${res.remaining} rows are still under an old key (held by other transactions, or written by a server without the new key); run rotate-key again once every server has PLAYFLOW_ENCRYPTION_KEY set to the new key`);
       if (!json && res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
     })));
 
-  creds.command('verify-key')
+  outputOption(creds.command('verify-key'))
     .description('Check that the configured keys decrypt the stored credentials')
     .option('--database-url <url>', 'PostgreSQL URL (env DATABASE_URL)')
-    .option('-o, --output <format>', 'text or json', 'text')
     .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; output?: string }) => {
       const res = await keyStatus(databaseUrl(opts));
-      if (opts.output === 'json') return printJson(res);
+      if (printBody(opts, res)) return;
       println(`ok: current key ${res.key_id}`);
       for (const [table, byKey] of Object.entries(res.rows)) {
         const parts = Object.entries(byKey).map(([k, n]) => `${k}${k === res.key_id ? ' (current)' : ''}: ${n}`);
