@@ -1,0 +1,109 @@
+/**
+ * Examples in every command's `--help` (after the options, as gh and kubectl show them). Kept in
+ * one table keyed by the command path so a test can check that no command lacks one
+ * (test/cli/help.test.ts); registerCommands attaches them after every group is registered.
+ * `dev` documents itself in cli/commands/dev.ts.
+ */
+import type { Command } from 'commander';
+
+export const EXAMPLES: Record<string, string[]> = {
+  'server start': [
+    '# API server on :8082 against PostgreSQL and NATS',
+    'DATABASE_URL=postgres://postgres@db:5432/playflow BROKER_URL=nats://nats:4222 \\',
+    '  PLAYFLOW_ENCRYPTION_KEY=$(openssl rand -base64 32) playflow server start',
+    'playflow server start --port 9000 --host 127.0.0.1',
+  ],
+  'catalog register playbook': [
+    'playflow catalog register playbook examples/hello_world.yaml',
+    'playflow catalog register playbook ./etl.yaml --path team/etl -o json',
+  ],
+  'catalog get playbook': [
+    'playflow catalog get playbook examples/hello_world',
+    'playflow catalog get playbook team/etl --version 2 -o yaml',
+  ],
+  'catalog list': [
+    'playflow catalog list',
+    'playflow catalog list --prefix team/ -o json',
+  ],
+  'run playbook': [
+    'playflow run playbook examples/hello_world --payload \'{"name": "Ada"}\'',
+    'playflow run playbook team/etl --payload @input.json --wait',
+  ],
+  'execution status': [
+    'playflow execution status 4821',
+    'playflow execution status 4821 --watch',
+    'playflow execution status 4821 -o json | jq .result',
+  ],
+  'execution list': [
+    'playflow execution list',
+    'playflow execution list --status failed --path team/etl --limit 20 -o yaml',
+  ],
+  'execution events': [
+    'playflow execution events 4821',
+    'playflow execution events 4821 --after 10 -o json',
+  ],
+  'execution cancel': ['playflow execution cancel 4821'],
+  'worker start': [
+    'SERVER_API_URL=http://playflow:8082 BROKER_URL=nats://nats:4222 playflow worker start --v2',
+    'playflow worker start --v2 --concurrency 16 --metrics-port 9090',
+  ],
+  'operator start': [
+    'playflow operator start',
+    'playflow operator start --namespaces team-a,team-b --no-leader-elect',
+  ],
+  'playbook validate': [
+    'playflow playbook validate examples/hello_world.yaml',
+    'playflow playbook validate playbooks/ --strict -o json',
+  ],
+  'playbook normalize': [
+    'playflow playbook normalize legacy.yaml',
+    'playflow playbook normalize legacy.yaml -o json',
+  ],
+  'credentials rotate-key': [
+    '# 1) every server runs with the new key and the old one as previous, 2) rotate, 3) drop the old key',
+    'PLAYFLOW_ENCRYPTION_KEY=$NEW PLAYFLOW_ENCRYPTION_KEY_PREVIOUS=$OLD playflow credentials rotate-key --database-url $DATABASE_URL',
+  ],
+  'credentials verify-key': ['PLAYFLOW_ENCRYPTION_KEY=$KEY playflow credentials verify-key --database-url $DATABASE_URL'],
+  'credential create': [
+    'playflow credential create pg_prod --type postgres --data @pg.json --tag prod',
+    'playflow credential create stripe --type api_key --from-literal api_key=sk_live_… --description "Stripe live key"',
+    'playflow credential create svc --type custom --data \'{"user": "u"}\' --schema \'{"required": ["user"]}\'',
+  ],
+  'credential list': [
+    'playflow credential list',
+    'playflow credential list --type postgres --tag prod --search billing -o json',
+  ],
+  'credential get': [
+    'playflow credential get pg_prod',
+    'playflow credential get 12 --include-data -o json',
+  ],
+  'credential delete': ['playflow credential delete pg_prod'],
+  'vars get': [
+    'playflow vars get 4821',
+    'playflow vars get 4821 user_id -o json',
+  ],
+  'vars set': [
+    'playflow vars set 4821 greeting=hello retries=3 \'filters={"region": "eu"}\'',
+    'playflow vars set 4821 code=\'"007"\'   # a JSON string: keeps the quotes off and the leading zeros on',
+  ],
+  'vars delete': ['playflow vars delete 4821 greeting'],
+};
+
+/** The space-separated path of a command below the program (`catalog register playbook`). */
+export function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/** Every command without subcommands, depth first. */
+export function leafCommands(cmd: Command): Command[] {
+  return cmd.commands.length === 0 ? [cmd] : cmd.commands.flatMap(leafCommands);
+}
+
+export function addExamples(program: Command): void {
+  for (const cmd of leafCommands(program)) {
+    const lines = EXAMPLES[commandPath(cmd)];
+    if (lines) cmd.addHelpText('after', `\nExamples:\n${lines.map((l) => `  ${l.startsWith('#') || l.startsWith('  ') ? l : `$ ${l}`}`).join('\n')}\n`);
+  }
+}
