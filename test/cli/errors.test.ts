@@ -44,8 +44,8 @@ describe('files', () => {
     const r = await cli(['catalog', 'register', 'playbook', file, ...s.auth]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/yaml/i);
-    expect(r.stderr).toMatch(/^error: /);
+    expect(r.stderr).toMatch(/^error: playbook invalid \(422\): /);
+    expect(r.stderr).toMatch(/\n {2}- \(document\): invalid YAML at line \d+, column \d+: /);
     const v = await cli(['playbook', 'validate', file]);
     expect(v.code).toBe(1);
     expect(v.stdout + v.stderr).toMatch(/yaml/i);

@@ -28,10 +28,12 @@ export function cli(args: string[], env: Record<string, string | undefined> = {}
   return new Promise((resolve) => {
     execFile(process.execPath, [CLI, ...args], {
       env: { ...process.env, SERVER_API_URL: '', PLAYFLOW_API_TOKEN: '', ...env },
-      timeout: 20_000,
+      timeout: 30_000,
     }, (err, stdout, stderr) => {
       const code = err ? ((err as { code?: unknown }).code ?? 1) : 0;
-      resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr });
+      // A run killed by the timeout says so (stderr is what failing assertions show).
+      const killed = (err as { killed?: boolean; signal?: string } | null)?.killed ? `\n[cli killed after 30 s: ${(err as { signal?: string }).signal}]` : '';
+      resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr: stderr + killed });
     });
   });
 }
