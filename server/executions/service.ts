@@ -15,7 +15,7 @@
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
 import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
-import { TERMINAL_STATUSES, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
+import { TERMINAL_STATUSES, type Command, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
 import { AppError, badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
@@ -94,6 +94,18 @@ interface Applied {
   externalVars: JsonObject;
 }
 
+/** What one caller of the group commit waits for. */
+type BatchRequest =
+  | { kind: 'event'; event: EngineEvent }
+  | { kind: 'claim'; queueId: string; commandId: number; workerId: string; lease: number };
+type BatchItem = BatchRequest & { resolve: (v: any) => void; reject: (e: unknown) => void };
+/** An event's share of a group commit (its EventsAck counts). */
+interface EventOutcome { recorded: boolean; commands: number }
+type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };
+
+/** Most events and claims of one execution applied in one group-commit transaction. */
+export const MAX_BATCH = 256;
+
 const isTerminal = (s: ExecutionStatus) => TERMINAL_STATUSES.includes(s);
 const isObject = (v: unknown): v is JsonObject => v !== null && typeof v === 'object' && !Array.isArray(v);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
@@ -119,6 +131,10 @@ export class PgExecutionService implements ExecutionService {
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly playbooks = new Map<string, Playbook>();
+  /** Per execution with a group commit running: the requests waiting for the next one. */
+  private readonly waiting = new Map<string, BatchItem[]>();
+  /** Group-commit counters (tests, diagnostics): transactions committed and requests they carried. */
+  readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0 };
 
   constructor(o: ExecutionServiceOptions) {
     this.db = o.db;
@@ -275,15 +291,11 @@ export class PgExecutionService implements ExecutionService {
       const event: EngineEvent = { name: p.name, step: q ? q.step : p.step, payload }; // the queue row's step is authoritative
       if (q) event.command_id = q.command_id;
       const end = metrics.eventHandling.startTimer({ event: p.name });
-      const applied = await this.run(async (client, ctx) => {
-        const loaded = await this.lockAndLoad(client, p.executionId);
-        if (!loaded) throw notFound(`execution ${p.executionId} not found`);
-        return this.applyLoaded(client, ctx, loaded, event);
-      });
+      const applied = await this.enqueue<EventOutcome>(p.executionId, { kind: 'event', event });
       end();
       if (applied.recorded) ack.accepted++;
       else ack.duplicates++;
-      ack.commands += applied.inserted.length;
+      ack.commands += applied.commands;
     }
     return ack;
   }
@@ -302,45 +314,38 @@ export class PgExecutionService implements ExecutionService {
     // that re-queue published a fresh notification, so refusing this one loses nothing.
     if (row0.status !== 'queued') throw claimRefusal(row0, workerId);
 
-    return this.run(async (client, ctx) => {
-      const loaded = await this.lockAndLoad(client, row0.execution_id);
-      if (!loaded) throw notFound(`execution ${row0.execution_id} not found`);
-      const claimed = await queueStore.claim(client, queueId, workerId, lease);
-      if (!claimed) throw claimRefusal((await queueStore.get(client, queueId))!, workerId);
-      metrics.commandsClaimed.inc();
-      const applied = await this.applyLoaded(client, ctx, loaded, {
-        name: 'action_started', step: claimed.step, command_id: claimed.command_id,
-        payload: { queue_id: queueId, worker_id: workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
-      });
-      const pb = loaded.playbook;
-      const cmd = claimed.command;
-      const row = applied.row;
-      const out: ClaimedCommand = {
-        queue_id: queueId,
+    // The lease and its `action_started` are written by the execution's next group commit (see
+    // enqueue): one transaction with whatever else arrived for this execution meanwhile.
+    return this.enqueue<ClaimedCommand>(row0.execution_id, { kind: 'claim', queueId, commandId: row0.command_id, workerId, lease });
+  }
+
+  private claimedCommand(pb: Playbook, row: ExecutionRow, claimed: QueueRow, vars: JsonObject): ClaimedCommand {
+    const cmd = claimed.command;
+    const out: ClaimedCommand = {
+      queue_id: claimed.queue_id,
+      execution_id: row.execution_id,
+      catalog_id: row.catalog_id,
+      parent_execution_id: row.parent_execution_id,
+      root_execution_id: row.root_execution_id,
+      path: row.path,
+      step: claimed.step,
+      command_id: claimed.command_id,
+      attempt: cmd.attempt ?? 1,
+      iteration: cmd.iteration ?? null,
+      tool: cmd.tool,
+      args: cmd.args ?? {},
+      context: {
+        workload: pb.workload ?? {},
+        vars,
         execution_id: row.execution_id,
-        catalog_id: row.catalog_id,
-        parent_execution_id: row.parent_execution_id,
-        root_execution_id: row.root_execution_id,
-        path: row.path,
-        step: claimed.step,
-        command_id: claimed.command_id,
-        attempt: cmd.attempt ?? 1,
-        iteration: cmd.iteration ?? null,
-        tool: cmd.tool,
-        args: cmd.args ?? {},
-        context: {
-          workload: pb.workload ?? {},
-          vars: { ...(applied.decision.state.vars ?? {}), ...applied.externalVars },
-          execution_id: row.execution_id,
-          keychain_defs: (pb.keychain ?? []) as unknown as JsonObject[],
-        },
-        lease_until: claimed.lease_until!.toISOString(),
-        worker_id: workerId,
-      };
-      if (cmd.child) out.child = cmd.child;
-      if (cmd.tool?.kind === 'workbook') out.workbook = (pb.workbook ?? []) as unknown as JsonObject[];
-      return out;
-    });
+        keychain_defs: (pb.keychain ?? []) as unknown as JsonObject[],
+      },
+      lease_until: claimed.lease_until!.toISOString(),
+      worker_id: claimed.worker_id!,
+    };
+    if (cmd.child) out.child = cmd.child;
+    if (cmd.tool?.kind === 'workbook') out.workbook = (pb.workbook ?? []) as unknown as JsonObject[];
+    return out;
   }
 
   async heartbeat(queueIdRaw: string, req: HeartbeatRequest): Promise<HeartbeatResponse> {
@@ -582,15 +587,178 @@ export class PgExecutionService implements ExecutionService {
     loaded.seq = seq;
     ctx.cache.set(id, { seq, state: s, snapSeq: loaded.snapSeq });
 
-    if (terminal && !wasTerminal) {
-      const cancelled = await queueStore.cancelOpen(client, id);
-      if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
-      await this.hooks.onExecutionTerminal(client, { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id });
-      metrics.executions.inc({ status: s.status });
-      ctx.terminated.push(id);
-      if (row.parent_execution_id && row.parent_command_id !== null) await this.notifyParent(client, ctx, row);
-    }
+    if (terminal && !wasTerminal) await this.ended(client, ctx, row);
     return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+  }
+
+  /** The execution became terminal in this transaction: close its queue, hook, tell the parent. */
+  private async ended(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): Promise<void> {
+    const id = row.execution_id;
+    const cancelled = await queueStore.cancelOpen(client, id);
+    if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
+    await this.hooks.onExecutionTerminal(client, { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id });
+    metrics.executions.inc({ status: row.status });
+    ctx.terminated.push(id);
+    if (row.parent_execution_id && row.parent_command_id !== null) await this.notifyParent(client, ctx, row);
+  }
+
+  // ------------------------------------------------------------------------- group commit
+
+  /**
+   * Group commit: requests (worker events, claims) for one execution that arrive while a
+   * transaction of that execution runs in this process wait and are then applied together — one
+   * lock, one load, the engine on each in arrival order, one multi-row append, bulk queue writes,
+   * one execution-row update, one commit, one outbox publish. Each caller gets its own outcome.
+   * Across replicas the advisory lock still serialises the transactions.
+   */
+  private enqueue<T>(executionId: string, req: BatchRequest): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const item = { ...req, resolve, reject } as BatchItem;
+      const queue = this.waiting.get(executionId);
+      if (queue) {
+        queue.push(item);
+        return;
+      }
+      const fresh = [item];
+      this.waiting.set(executionId, fresh);
+      void this.drain(executionId, fresh);
+    });
+  }
+
+  private async drain(executionId: string, queue: BatchItem[]): Promise<void> {
+    try {
+      while (queue.length) await this.commitBatch(executionId, queue.splice(0, MAX_BATCH));
+    } finally {
+      this.waiting.delete(executionId); // no await since the queue emptied: nothing was added in between
+    }
+  }
+
+  /** Never throws: every item is settled. A failed batch of several is retried one by one. */
+  private async commitBatch(executionId: string, batch: BatchItem[]): Promise<void> {
+    let outcomes: ItemOutcome[];
+    try {
+      outcomes = await this.run((client, ctx) => this.applyBatch(client, ctx, executionId, batch));
+    } catch (err) {
+      if (batch.length === 1) {
+        batch[0].reject(err);
+        return;
+      }
+      this.groupCommits.fallbacks++;
+      this.log.warn({ execution_id: executionId, requests: batch.length, err: String(err) }, 'group commit failed; applying its requests one by one');
+      for (const item of batch) await this.commitBatch(executionId, [item]);
+      return;
+    }
+    this.groupCommits.transactions++;
+    this.groupCommits.items += batch.length;
+    batch.forEach((item, i) => {
+      const o = outcomes[i];
+      if (o.ok) item.resolve(o.value);
+      else item.reject(o.err);
+    });
+  }
+
+  /**
+   * One transaction for a batch. Per-request refusals (a claim of a row no longer queued) are
+   * outcomes; anything else throws and fails the whole batch (the caller then retries one by one,
+   * so one bad request cannot fail the others). Queue rows closed earlier in the batch are known
+   * in memory, so a later claim of one is refused exactly as if each request had its own
+   * transaction.
+   */
+  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[]): Promise<ItemOutcome[]> {
+    const loaded = await this.lockAndLoad(client, id);
+    if (!loaded) return batch.map(() => ({ ok: false, err: notFound(`execution ${id} not found`) }));
+    if (!loaded.state) throw new Error(`execution ${id} has no events`);
+    const now = this.now();
+    let externalVars = await this.hooks.loadVars(client, id);
+    let varsChanged = false;
+    let state = loaded.state;
+    const wasTerminal = isTerminal(loaded.row.status);
+    const events: EngineEvent[] = [];
+    const commands: Command[] = [];
+    const issuedBy = new Map<number, EventOutcome>();
+    /** Queue rows this batch closes, first decision wins (like one-by-one: only open rows change). */
+    const closes = new Map<number, 'done' | 'failed' | 'cancelled'>();
+    let changed = false;
+    const outcomes: ItemOutcome[] = [];
+
+    for (const item of batch) {
+      let event: EngineEvent;
+      let claimed: QueueRow | null = null;
+      if (item.kind === 'claim') {
+        const closed = isTerminal(state.status) ? 'cancelled' : closes.get(item.commandId);
+        if (closed) {
+          outcomes.push({ ok: false, err: gone('finished', `queue entry ${item.queueId} is ${closed}`, { status: closed }) });
+          continue;
+        }
+        claimed = await queueStore.claim(client, item.queueId, item.workerId, item.lease);
+        if (!claimed) {
+          const row = await queueStore.get(client, item.queueId);
+          outcomes.push({ ok: false, err: row ? claimRefusal(row, item.workerId) : notFound(`queue entry ${item.queueId} not found`) });
+          continue;
+        }
+        metrics.commandsClaimed.inc();
+        event = {
+          name: 'action_started', step: claimed.step, command_id: claimed.command_id,
+          payload: { queue_id: item.queueId, worker_id: item.workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
+        };
+      } else {
+        event = item.event;
+      }
+      if (varsChanged) {
+        externalVars = await this.hooks.loadVars(client, id);
+        varsChanged = false;
+      }
+      const decision = this.engine.handle(state, loaded.playbook, event, this.input(now, externalVars));
+      for (const ev of decision.events) {
+        if (ev.name === 'vars_set') {
+          const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
+          await this.hooks.onVarsSet(client, id, variables, ev.step ?? '');
+          varsChanged = true;
+        } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
+          const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
+          if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
+          metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
+        }
+      }
+      for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
+      events.push(...decision.events);
+      const outcome: EventOutcome = { recorded: decision.events.length > 0, commands: 0 };
+      for (const c of decision.commands) {
+        commands.push(c);
+        issuedBy.set(c.command_id, outcome);
+      }
+      if (decision.events.length || decision.commands.length) changed = true;
+      state = decision.state;
+      outcomes.push({
+        ok: true,
+        value: claimed ? this.claimedCommand(loaded.playbook, loaded.row, claimed, { ...(state.vars ?? {}), ...externalVars }) : outcome,
+      });
+    }
+    if (!changed) return outcomes;
+
+    await eventStore.append(client, id, loaded.seq + 1, events);
+    const seq = loaded.seq + events.length;
+    const inserted = await queueStore.insertCommands(client, id, commands, now);
+    if (inserted.length) metrics.commandsIssued.inc(inserted.length);
+    for (const c of inserted) {
+      const o = issuedBy.get(c.command_id);
+      if (o) o.commands++;
+      if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
+    }
+    const obsolete = await queueStore.closeCommands(client, id, [...closes].map(([command_id, status]) => ({ command_id, status })));
+    if (obsolete) metrics.commandsFinished.inc({ outcome: 'cancelled' }, obsolete);
+
+    const terminal = isTerminal(state.status);
+    const row = await execStore.updateFromState(client, id, {
+      status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal,
+    });
+    if (this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery)) {
+      await eventStore.saveSnapshot(client, id, seq, state);
+      loaded.snapSeq = seq;
+    }
+    ctx.cache.set(id, { seq, state, snapSeq: loaded.snapSeq });
+    if (terminal && !wasTerminal) await this.ended(client, ctx, row);
+    return outcomes;
   }
 
   /** A child ended: its parent's command gets `call.done` (same transaction, child → parent). */

@@ -90,6 +90,20 @@ export async function finish(q: Queryable, executionId: string, commandId: numbe
       WHERE execution_id = $1 AND command_id = $2 AND status IN ('queued', 'leased')`, [executionId, commandId, status]);
 }
 
+/**
+ * Closes open rows of an execution in one statement, each with its own status (the group commit's
+ * call.done → done/failed and engine-obsoleted commands → cancelled). Returns how many were cancelled.
+ */
+export async function closeCommands(q: Queryable, executionId: string, closes: Array<{ command_id: number; status: 'done' | 'failed' | 'cancelled' }>): Promise<number> {
+  if (closes.length === 0) return 0;
+  const { rows } = await q.query<{ status: QueueStatus }>(
+    `UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
+       FROM jsonb_to_recordset($2::jsonb) AS c(command_id integer, status text)
+      WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased')
+      RETURNING queue.status`, [executionId, JSON.stringify(closes)]);
+  return rows.filter((r) => r.status === 'cancelled').length;
+}
+
 export async function cancelOpen(q: Queryable, executionId: string): Promise<number> {
   const { rowCount } = await q.query(
     `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
