@@ -16,6 +16,7 @@
 import type { Command } from 'commander';
 import type { JsonObject } from '../../playbook/types.js';
 import type { CredentialMeta, CredentialWithData } from '../../client/secrets.js';
+import { CREDENTIAL_TYPES } from '../../server/secrets/credentials.js';
 import { fields, indent, table, toJson } from '../output.js';
 import { action, apiOptions, CliError, parseJsonObject, printBody, println, secretsClientFrom, type ApiOptions } from './common.js';
 
@@ -50,13 +51,14 @@ export function register(program: Command): void {
   apiOptions(
     credential.command('create <name>')
       .description('Create a credential, or update the one with this name (data is encrypted at rest)')
-      .requiredOption('--type <type>', 'postgres, oauth2, bearer, basic, api_key, service_account, warehouse or custom')
+      .requiredOption('--type <type>', CREDENTIAL_TYPES.join(', '))
       .option('--data <json>', 'the secret data: a JSON object, or @file.json')
       .option('--from-literal <key=value>', 'one data field as a string (repeatable; added to --data)', collect)
       .option('--description <text>', 'human description')
       .option('--tag <tag>', 'a searchable tag (repeatable)', collect)
       .option('--schema <json>', 'validation schema for data ({fields, required, types}): JSON or @file.json'),
   ).action(action(async (name: string, opts: ApiOptions & { type: string; data?: string; fromLiteral?: string[]; description?: string; tag?: string[]; schema?: string }) => {
+    if (!(CREDENTIAL_TYPES as readonly string[]).includes(opts.type)) throw new CliError(`--type must be one of ${CREDENTIAL_TYPES.join(', ')}, got ${JSON.stringify(opts.type)}`);
     if (opts.data === undefined && !opts.fromLiteral?.length) throw new CliError('no data: give --data <json|@file> and/or --from-literal key=value');
     const data: JsonObject = opts.data === undefined ? {} : (await parseJsonObject(opts.data, '--data')) as JsonObject;
     for (const lit of opts.fromLiteral ?? []) {

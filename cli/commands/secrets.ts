@@ -84,15 +84,15 @@ export function register(program: Command): void {
     .option('--batch-size <n>', 'rows per transaction', (v) => Number.parseInt(v, 10), 100)
     .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; batchSize: number; output?: string }) => {
       if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new CliError('--batch-size must be a positive integer');
-      const json = outputFormat(opts) !== 'table';
+      const human = outputFormat(opts) === 'table';
       const res = await rotateKey({
         databaseUrl: databaseUrl(opts),
         batchSize: opts.batchSize,
-        onBatch: json ? undefined : (table, n) => println(`  ${table}: ${n} rows re-encrypted`),
+        onBatch: human ? (table, n) => println(`  ${table}: ${n} rows re-encrypted`) : undefined,
       });
       if (!printBody(opts, res)) println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
       if (res.remaining > 0) throw new CliError(`${res.remaining} rows are still under an old key (held by other transactions, or written by a server without the new key); run rotate-key again once every server has PLAYFLOW_ENCRYPTION_KEY set to the new key`);
-      if (!json && res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
+      if (human && res.previous_key_ids.length) println('PLAYFLOW_ENCRYPTION_KEY_PREVIOUS is no longer needed once every server runs with the new key.');
     })));
 
   outputOption(creds.command('verify-key'))

@@ -17,8 +17,7 @@ import { brief, fields, indent, table, toJson } from '../output.js';
 import { action, apiOptions, CliError, printBody, println, secretsClientFrom, type ApiOptions } from './common.js';
 import { parseLiteral } from './credential.js';
 import { checkId } from './execution.js';
-
-const VAR_TYPES = ['user_defined', 'step_result', 'computed', 'iterator_state'];
+import { VAR_TYPES } from '../../server/secrets/vars.js';
 
 /** JSON when it parses, else the string itself. */
 export function parseVarValue(text: string): Json {
@@ -70,7 +69,7 @@ export function register(program: Command): void {
       .option('--type <var_type>', `variable type: ${VAR_TYPES.join(', ')}`, 'user_defined')
       .option('--source-step <step>', 'record this step as the source'),
   ).action(action(async (id: string, assignments: string[], opts: ApiOptions & { type: string; sourceStep?: string }) => {
-    if (!VAR_TYPES.includes(opts.type)) throw new CliError(`--type must be one of ${VAR_TYPES.join(', ')}, got ${JSON.stringify(opts.type)}`);
+    if (!(VAR_TYPES as readonly string[]).includes(opts.type)) throw new CliError(`--type must be one of ${VAR_TYPES.join(', ')}, got ${JSON.stringify(opts.type)}`);
     const variables: Record<string, Json> = {};
     for (const a of assignments) {
       const [k, v] = parseLiteral(a, 'vars set');
