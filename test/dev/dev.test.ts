@@ -146,6 +146,16 @@ describe('playflow dev <file>', () => {
     }
   }, 180_000);
 
+  it('two first runs at once on different data dirs both complete (they race for the database port)', async () => {
+    const dirs = [join(tmp, 'twin-a'), join(tmp, 'twin-b')];
+    const runs = await Promise.all(dirs.map((d, i) => dev([HELLO, '--data-dir', d, '--port', '0', '--payload', JSON.stringify({ name: `twin${i}` })])));
+    runs.forEach((r, i) => {
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`"message": "HELLO, TWIN${i}!"`);
+    });
+  }, 180_000);
+
   it('registers the other playbooks of the folder first: examples/composition.yaml runs hello_world as a child', async () => {
     const r = await dev([join(ROOT, 'examples/composition.yaml'), '--data-dir', dataDir, '--port', '0', '--output', 'json']);
     expect(r.code).toBe(0);
