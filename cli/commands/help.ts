@@ -1,12 +1,20 @@
 /**
  * Examples in every command's `--help` (after the options, as gh and kubectl show them). Kept in
  * one table keyed by the command path so a test can check that no command lacks one
- * (test/cli/help.test.ts); registerCommands attaches them after every group is registered.
+ * (test/cli/help.test.ts); registerCommands attaches them after every group is registered. The
+ * entry '' is `playflow --help` itself.
  * `dev` documents itself in cli/commands/dev.ts.
  */
 import type { Command } from 'commander';
 
 export const EXAMPLES: Record<string, string[]> = {
+  // `playflow --help`: the first commands a new user types.
+  '': [
+    'playflow dev examples/hello_world.yaml --payload \'{"name": "Ada"}\'',
+    'playflow catalog register playbook examples/hello_world.yaml   # against SERVER_API_URL (default http://localhost:8082)',
+    'playflow run playbook examples/hello_world --wait',
+    'playflow execution list -o yaml',
+  ],
   'server start': [
     '# API server on :8082 against PostgreSQL and NATS',
     'DATABASE_URL=postgres://postgres@db:5432/playflow BROKER_URL=nats://nats:4222 \\',
@@ -102,7 +110,7 @@ export function leafCommands(cmd: Command): Command[] {
 }
 
 export function addExamples(program: Command): void {
-  for (const cmd of leafCommands(program)) {
+  for (const cmd of [program, ...leafCommands(program)]) {
     const lines = EXAMPLES[commandPath(cmd)];
     if (lines) cmd.addHelpText('after', `\nExamples:\n${lines.map((l) => `  ${l.startsWith('#') || l.startsWith('  ') ? l : `$ ${l}`}`).join('\n')}\n`);
   }

@@ -27,8 +27,8 @@ describe('help examples', () => {
       'credentials rotate-key', 'credential create', 'credential list', 'credential get', 'credential delete',
       'vars get', 'vars set', 'vars delete',
     ]) expect(paths).toContain(required);
-    // No stale entries either: every example belongs to a command that exists.
-    for (const key of Object.keys(EXAMPLES)) expect(paths).toContain(key);
+    // No stale entries either: every example belongs to a command that exists ('' is the program).
+    for (const key of Object.keys(EXAMPLES).filter((k) => k !== '')) expect(paths).toContain(key);
   });
 
   it.each(leaves.map((c) => [commandPath(c), c] as const))('%s --help shows examples of itself', (path, cmd) => {
@@ -38,6 +38,14 @@ describe('help examples', () => {
     const examples = help.split('\nExamples:\n')[1];
     expect(examples, `${path} has no Examples section`).toBeDefined();
     expect(examples).toContain(`playflow ${path}`);
+  });
+
+  it('playflow --help ends with the first commands to try', async () => {
+    const r = await cli(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/\nExamples:\n {2}\$ playflow dev examples\/hello_world\.yaml/);
+    expect(r.stdout).toContain('credential');
+    expect(r.stdout).toContain('vars');
   });
 
   it('as the user sees it: playflow vars set --help', async () => {
