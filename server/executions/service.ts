@@ -15,6 +15,7 @@
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
 import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
+import { effectiveWorkload } from '../engine/context.js';
 import { TERMINAL_STATUSES, type Command, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
 import { AppError, badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
@@ -335,7 +336,8 @@ export class PgExecutionService implements ExecutionService {
       tool: cmd.tool,
       args: cmd.args ?? {},
       context: {
-        workload: pb.workload ?? {},
+        // what templates see: the playbook's workload with the run payload merged over it
+        workload: effectiveWorkload(pb, row.payload ?? {}),
         vars,
         execution_id: row.execution_id,
         keychain_defs: (pb.keychain ?? []) as unknown as JsonObject[],

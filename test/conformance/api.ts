@@ -66,6 +66,11 @@ export async function startLocalApi(): Promise<LocalApi> {
           }
           return send(200, { method: req.method, query: Object.fromEntries(q), content_type: req.headers['content-type'] ?? null, authorization: req.headers.authorization ?? null, x_trace: req.headers['x-trace'] ?? null, body });
         }
+        case '/token': {
+          // An OAuth2 token endpoint whose tokens live one second, so a run sees one expire.
+          const n = (hits.get('/token') ?? 0);
+          return send(200, { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 1 });
+        }
         case '/score':
           return send(200, { name: q.get('name'), score: Number(q.get('value') ?? 0) });
         default: {

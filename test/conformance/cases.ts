@@ -151,6 +151,15 @@ export const cases: ConformanceCase[] = [
     check: (x) => expect(body(x).authorization).toBe('Bearer conformance-token-123'),
   },
   {
+    file: 'keychain_oauth2_renew.yaml', payload: common, status: 'completed',
+    check: (x, env) => {
+      expect(x.result.first).toMatch(/^Bearer tok-\d+$/);
+      expect(x.result.second).toMatch(/^Bearer tok-\d+$/);
+      expect(x.result.second).not.toBe(x.result.first); // renewed after it expired
+      expect(env.api.hits.get('/token')).toBe(2);
+    },
+  },
+  {
     file: 'payload_overrides_workload.yaml', payload: () => ({ name: 'given', settings: { region: 'eu' } }), status: 'completed',
     result: { name: 'given', settings: { retries: 1, region: 'eu' }, raw_payload: { name: 'given', settings: { region: 'eu' } } },
   },

@@ -4,7 +4,7 @@
  * HTTP servers, with its expected final status and result (cases.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
@@ -62,9 +62,33 @@ afterAll(async () => {
 describe('conformance', () => {
   it('covers every playbook in the folder but the child helper', () => {
     const covered = new Set(cases.map((c) => c.file));
-    expect(files.filter((f) => !covered.has(f))).toEqual(['child_square.yaml']);
+    expect(files.filter((f) => !covered.has(f))).toEqual(['child_square.yaml', 'vars_api.yaml']);
     expect(cases.length).toBeGreaterThanOrEqual(30);
   });
+
+  it('a vars block is readable through the variables API while the execution runs, and removed at its end', async () => {
+    const marker = path.join(env.tmp, 'vars-api-marker');
+    const r = await h.cli(['run', 'playbook', 'conformance/vars_api', '--payload', JSON.stringify({ tmp: env.tmp }), '--output', 'json']);
+    expect(r.code, r.stderr).toBe(0);
+    const id = JSON.parse(r.stdout).execution_id as string;
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(marker)) {
+      if (Date.now() > deadline) throw new Error('the hold step never started');
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    const all = await (await fetch(`${h.url}/api/vars/${id}`)).json() as any;
+    expect(all.count).toBe(1);
+    expect(all.variables.region).toMatchObject({ value: 'eu-west', type: 'step_result', source_step: 'start', access_count: 0 });
+    const one = await (await fetch(`${h.url}/api/vars/${id}/region`)).json() as any;
+    expect(one).toMatchObject({ var_name: 'region', value: 'eu-west', access_count: 1 });
+    writeFileSync(`${marker}.go`, '');
+    const end = await h.cli(['execution', 'status', id, '--watch', '--output', 'json'], { timeoutMs: 60_000 });
+    const x = JSON.parse(end.stdout) as ExecutionView;
+    expect(x.status).toBe('completed');
+    expect(x.result).toEqual({ region_seen: 'eu-west' });
+    const after = await (await fetch(`${h.url}/api/vars/${id}`)).json() as any;
+    expect(after.count).toBe(0);
+  }, 120_000);
 
   it.concurrent.each(cases)('$file ends $status', async (c) => {
     const payload = c.payload ? c.payload(env) : {};
