@@ -35,6 +35,8 @@ workflow:
     const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
     if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}: ${JSON.stringify(r.execution.error)}`);
     const count = Array.isArray(r.execution.result) ? r.execution.result.length : 0;
+    const gc = (stack.server.core.deps.executions as { groupCommits?: { transactions: number; items: number; fallbacks: number; ms: number } }).groupCommits;
+    if (gc) console.log(`  group commit: ${gc.items} requests in ${gc.transactions} transactions (${(gc.items / Math.max(1, gc.transactions)).toFixed(1)} per transaction, ${(gc.ms / Math.max(1, gc.transactions)).toFixed(1)} ms each), ${gc.fallbacks} fallbacks`);
     console.log(`http-loop: ${count} items in ${(r.wall / 1000).toFixed(2)} s wall = ${Math.round(count / (r.wall / 1000))} items/s (server-side ${(r.serverMs / 1000).toFixed(2)} s; ${IN_FLIGHT} in flight, worker concurrency 32; goal ≥ 1,000/s)`);
   } finally {
     await stack.close();

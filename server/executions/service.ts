@@ -135,7 +135,7 @@ export class PgExecutionService implements ExecutionService {
   /** Per execution with a group commit running: the requests waiting for the next one. */
   private readonly waiting = new Map<string, BatchItem[]>();
   /** Group-commit counters (tests, diagnostics): transactions committed and requests they carried. */
-  readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0 };
+  readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0, ms: 0 };
 
   constructor(o: ExecutionServiceOptions) {
     this.db = o.db;
@@ -465,6 +465,19 @@ export class PgExecutionService implements ExecutionService {
 
   /** One transaction; after commit: outbox publish, then cancel the children of ended executions. */
   private async run<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<T> {
+    const { value, ctx } = await this.runTx(fn, opts);
+    await this.afterCommit(ctx);
+    return value;
+  }
+
+  /** After commit (never throws): outbox publish, then cancel the children of ended executions. */
+  private async afterCommit(ctx: TxCtx): Promise<void> {
+    if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
+    for (const id of ctx.terminated) await this.cancelChildren(id);
+  }
+
+  /** The transaction with its retries; the process cache is updated right after the commit. */
+  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<{ value: T; ctx: TxCtx }> {
     for (let attempt = 1; ; attempt++) {
       const ctx: TxCtx = { toPublish: [], terminated: [], cache: new Map() };
       let value: T;
@@ -478,9 +491,7 @@ export class PgExecutionService implements ExecutionService {
         continue;
       }
       for (const [id, entry] of ctx.cache) this.remember(id, entry);
-      if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
-      for (const id of ctx.terminated) await this.cancelChildren(id);
-      return value;
+      return { value, ctx };
     }
   }
 
@@ -638,8 +649,10 @@ export class PgExecutionService implements ExecutionService {
   /** Never throws: every item is settled. A failed batch of several is retried one by one. */
   private async commitBatch(executionId: string, batch: BatchItem[]): Promise<void> {
     let outcomes: ItemOutcome[];
+    let ctx: TxCtx;
+    const t0 = performance.now();
     try {
-      outcomes = await this.run((client, ctx) => this.applyBatch(client, ctx, executionId, batch));
+      ({ value: outcomes, ctx } = await this.runTx((client, c) => this.applyBatch(client, c, executionId, batch)));
     } catch (err) {
       if (batch.length === 1) {
         batch[0].reject(err);
@@ -650,13 +663,16 @@ export class PgExecutionService implements ExecutionService {
       for (const item of batch) await this.commitBatch(executionId, [item]);
       return;
     }
+    this.groupCommits.ms += performance.now() - t0;
     this.groupCommits.transactions++;
     this.groupCommits.items += batch.length;
-    batch.forEach((item, i) => {
+    // The next batch of this execution need not wait for this one's notifications: publishing
+    // (one broker round trip per command) overlaps its transaction. Callers are answered after it.
+    void this.afterCommit(ctx).finally(() => batch.forEach((item, i) => {
       const o = outcomes[i];
       if (o.ok) item.resolve(o.value);
       else item.reject(o.err);
-    });
+    }));
   }
 
   /**
