@@ -46,8 +46,9 @@ export class PgCatalogService implements CatalogService {
       throw invalidPlaybook(`playbook is invalid: ${n} problem${n === 1 ? '' : 's'}`, parsed.errors);
     }
     const playbook: Playbook = parsed.playbook;
-    const target = (path ?? '').trim() || playbook.metadata.path?.trim() || '';
-    if (!target) throw badRequest('no catalog path: give `path` in the request or `metadata.path` in the playbook');
+    // The request's path, else metadata.path, else metadata.name (a playbook always has a name).
+    const target = (path ?? '').trim() || playbook.metadata.path?.trim() || playbook.metadata.name?.trim() || '';
+    if (!target) throw badRequest('no catalog path: give `path` in the request, or `metadata.path` or `metadata.name` in the playbook');
     const bad = checkCatalogPath(target);
     if (bad) throw badRequest(bad);
     const warnings: PlaybookIssue[] = [...parsed.warnings];
