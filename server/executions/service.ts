@@ -699,7 +699,9 @@ export class PgExecutionService implements ExecutionService {
     let changed = false;
     const outcomes: ItemOutcome[] = [];
 
-    for (const item of batch) {
+    /** Leases taken for a run of consecutive claims (one UPDATE), by batch index. */
+    const leased = new Map<number, QueueRow | null>();
+    for (const [index, item] of batch.entries()) {
       let event: EngineEvent;
       let claimed: QueueRow | null = null;
       if (item.kind === 'claim') {
@@ -708,7 +710,8 @@ export class PgExecutionService implements ExecutionService {
           outcomes.push({ ok: false, err: gone('finished', `queue entry ${item.queueId} is ${closed}`, { status: closed }) });
           continue;
         }
-        claimed = await queueStore.claim(client, item.queueId, item.workerId, item.lease);
+        if (!leased.has(index)) await this.claimRun(client, batch, index, closes, leased);
+        claimed = leased.get(index) ?? null;
         if (!claimed) {
           const row = await queueStore.get(client, item.queueId);
           outcomes.push({ ok: false, err: row ? claimRefusal(row, item.workerId) : notFound(`queue entry ${item.queueId} not found`) });
@@ -777,6 +780,26 @@ export class PgExecutionService implements ExecutionService {
     ctx.cache.set(id, { seq, state, snapSeq: loaded.snapSeq });
     if (terminal && !wasTerminal) await this.ended(client, ctx, row);
     return outcomes;
+  }
+
+  /**
+   * Leases the claims from `start` up to the next non-claim in one UPDATE (an action_started does
+   * not close rows, so nothing in between could refuse them). A queue id asked twice goes to the
+   * first asker; the others find the row leased (409), as one by one.
+   */
+  private async claimRun(client: pg.PoolClient, batch: BatchItem[], start: number, closes: Map<number, string>, leased: Map<number, QueueRow | null>): Promise<void> {
+    const first = new Map<string, number>();
+    for (let i = start; i < batch.length; i++) {
+      const it = batch[i];
+      if (it.kind !== 'claim') break;
+      leased.set(i, null);
+      if (!closes.has(it.commandId) && !first.has(it.queueId)) first.set(it.queueId, i);
+    }
+    const rows = await queueStore.claimMany(client, [...first].map(([queueId, i]) => {
+      const it = batch[i] as Extract<BatchItem, { kind: 'claim' }>;
+      return { queue_id: queueId, worker_id: it.workerId, lease_seconds: it.lease };
+    }));
+    for (const r of rows) leased.set(first.get(String(r.queue_id))!, r);
   }
 
   /** A child ended: its parent's command gets `call.done` (same transaction, child → parent). */

@@ -76,6 +76,21 @@ export async function claim(q: Queryable, queueId: string, workerId: string, lea
   return rows[0] ?? null;
 }
 
+/**
+ * Several claims in one statement (distinct queue ids; each its own worker and lease): the rows
+ * that were queued and due, leased. Rows not returned were not claimable.
+ */
+export async function claimMany(q: Queryable, claims: Array<{ queue_id: string; worker_id: string; lease_seconds: number }>): Promise<QueueRow[]> {
+  if (claims.length === 0) return [];
+  const { rows } = await q.query<QueueRow>(
+    `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id,
+            lease_until = now() + make_interval(secs => c.lease_seconds), heartbeat_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS c(queue_id bigint, worker_id text, lease_seconds double precision)
+      WHERE queue.queue_id = c.queue_id AND queue.status = 'queued' AND queue.available_at <= now()
+      RETURNING queue.*`, [JSON.stringify(claims)]);
+  return rows;
+}
+
 export async function heartbeat(q: Queryable, queueId: string, workerId: string, leaseSeconds: number): Promise<Date | null> {
   const { rows } = await q.query<{ lease_until: Date }>(
     `UPDATE queue SET lease_until = now() + make_interval(secs => $3), heartbeat_at = now()
