@@ -30,7 +30,7 @@ describe('POST /api/credentials', () => {
     expect(typeof created.id).toBe('number');
     expect(created.data).toBeUndefined();
     expect(a.body).not.toContain('CANARY');
-    const b = await post({ name: 'pg_local', type: 'postgres', data: { db_host: 'h2', db_user: 'u', db_password: 'p2' } });
+    const b = await post({ name: 'pg_local', type: 'postgres', data: { db_host: 'h2', db_user: 'u', db_password: 'CANARY-pg-pass-p2' } });
     expect(b.statusCode).toBe(200);
     expect(b.json().id).toBe(created.id);
     expect(new Date(b.json().updated_at).getTime()).toBeGreaterThanOrEqual(new Date(created.updated_at).getTime());
@@ -158,7 +158,7 @@ describe('GET /api/credentials/{identifier}', () => {
 
     const { rows } = await h.db.pool.query(`SELECT * FROM auth_cache WHERE cache_key = 'pg_local:execution:9001'`);
     expect(rows[0]).toMatchObject({ parent_execution_id: '9000', access_count: 2 });
-    expect(JSON.stringify(rows[0])).not.toContain('p2');
+    expect(JSON.stringify(rows[0])).not.toContain('CANARY-pg-pass-p2'); // a short value could occur in base64 by chance
     expect(h.cipher.decrypt(rows[0].data_enc, 'auth_cache')).toMatchObject({ db_host: 'h2' });
     // metadata reads do not touch the cache
     await get('/api/credentials/pg_local');
@@ -178,7 +178,7 @@ describe('worker read and delete', () => {
     expect(r.statusCode).toBe(200);
     const body = r.json();
     expect(Object.keys(body).sort()).toEqual(['created_at', 'credential_id', 'credential_key', 'credential_type', 'data', 'updated_at']);
-    expect(body).toMatchObject({ credential_key: 'pg_local', credential_type: 'postgres', data: { db_host: 'h2', db_user: 'u', db_password: 'p2' } });
+    expect(body).toMatchObject({ credential_key: 'pg_local', credential_type: 'postgres', data: { db_host: 'h2', db_user: 'u', db_password: 'CANARY-pg-pass-p2' } });
     expect(typeof body.credential_id).toBe('number');
     expect(new Date(body.created_at).toISOString()).toBe(body.created_at);
     expect((await get('/api/credential/missing')).json()).toEqual({ error: { code: 'not_found', message: "credential 'missing' not found" } });
