@@ -9,7 +9,7 @@
  * the complete list.
  */
 import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
-import { cmp, isPlainObject, jsonReplacer, keysOf, percentFormat, pyEq, pyIn, toText, truthy, typeName, unsafe, widthOf } from './python.js';
+import { cmp, isPlainObject, jsonReplacer, keysOf, percentFormat, pyEq, pyIn, pyReplace, toText, truthy, typeName, unsafe, widthOf } from './python.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -246,19 +246,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     },
     replace: (v, old, rep, count?: unknown) => {
       requireDefined(v, 'replace');
-      const s = toText(v);
-      const o = toText(old);
-      const r = toText(rep);
-      if (typeof count !== 'number') return s.split(o).join(r);
-      let out = s;
-      let from = 0;
-      for (let n = 0; n < count; n++) {
-        const i = out.indexOf(o, from);
-        if (i < 0) break;
-        out = out.slice(0, i) + r + out.slice(i + o.length);
-        from = i + r.length;
-      }
-      return out;
+      return pyReplace(toText(v), old, rep, count);
     },
     trim: (v, chars?: unknown) => {
       requireDefined(v, 'trim');

@@ -315,8 +315,9 @@ function pySplit(s: string, sep?: unknown, maxsplit?: unknown): string[] {
   return [...parts.slice(0, max), parts.slice(max).join(sp)];
 }
 
-function pyReplace(s: string, old: unknown, rep: unknown, count?: unknown): string {
-  const o = String(old);
+/** Python's str.replace (and Jinja's `replace` filter): all occurrences, or the first `count`. */
+export function pyReplace(s: string, old: unknown, rep: unknown, count?: unknown): string {
+  const o = toText(old);
   const r = toText(rep);
   if (typeof count !== 'number' || count < 0) return s.split(o).join(r);
   let out = s;
