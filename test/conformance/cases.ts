@@ -4,6 +4,7 @@
  * and headers, so those cases pick the fields that matter.
  */
 import { expect } from 'vitest';
+import pg from 'pg';
 import type { LocalApi } from './api.js';
 
 export interface CaseEnv {
@@ -26,7 +27,7 @@ export interface ConformanceCase {
   status: 'completed' | 'failed';
   /** Deep-equal expectation of the execution result. */
   result?: unknown;
-  check?: (x: ExecutionView, env: CaseEnv) => void;
+  check?: (x: ExecutionView, env: CaseEnv) => void | Promise<void>;
 }
 
 const common = (env: CaseEnv) => ({ api: env.api.url, pg: env.pg, tmp: env.tmp });
@@ -143,8 +144,16 @@ export const cases: ConformanceCase[] = [
     check: (x) => expect(JSON.stringify(x.result)).toContain('[2,4,6]'),
   },
   {
-    file: 'sink_postgres.yaml', payload: common, status: 'completed',
-    check: (x) => expect(x.result.rows).toEqual([{ rows: 3, total: 14 }]),
+    file: 'sink_postgres.yaml', payload: common, status: 'completed', result: [{ n: 1, sq: 1 }, { n: 2, sq: 4 }, { n: 3, sq: 9 }],
+    check: async (_x, env) => {
+      const c = new pg.Client({ ...env.pg });
+      await c.connect();
+      try {
+        expect((await c.query('SELECT n, sq FROM conf_sink ORDER BY n')).rows).toEqual([{ n: 1, sq: 1 }, { n: 2, sq: 4 }, { n: 3, sq: 9 }]);
+      } finally {
+        await c.end();
+      }
+    },
   },
   {
     file: 'http_bearer_credential.yaml', payload: common, status: 'completed',

@@ -97,6 +97,6 @@ describe('conformance', () => {
     expect(execution.status, `${c.file}: ${r.stderr}\n${JSON.stringify(execution.error)}`).toBe(c.status);
     expect(r.code).toBe(c.status === 'completed' ? 0 : 1);
     if ('result' in c) expect(execution.result).toEqual(c.result);
-    c.check?.(execution, env);
+    await c.check?.(execution, env);
   }, 120_000);
 });
