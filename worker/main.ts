@@ -10,6 +10,7 @@ import { createBroker } from '../server/broker/index.js';
 import { createLogger } from '../server/logger.js';
 import type { WorkerConfig } from './config.js';
 import { WorkerRuntime, type WorkerRuntimeOptions } from './runtime.js';
+import { createServerFetch } from './server-fetch.js';
 import type { ResolveAuth } from './tools/types.js';
 
 export interface StartWorkerOptions {
@@ -30,7 +31,9 @@ export interface WorkerHandle {
 export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandle> {
   const c = opts.config;
   const logger = createLogger({ name: 'playflow-worker', level: c.logLevel });
-  const client = new PlayflowClient({ baseUrl: c.serverUrl, token: c.apiToken, headers: { 'user-agent': `playflow-worker/${c.workerId}` } });
+  // Keep-alive connections through undici's request API: claim and call.done are on every command's critical path.
+  const http = createServerFetch();
+  const client = new PlayflowClient({ baseUrl: c.serverUrl, token: c.apiToken, headers: { 'user-agent': `playflow-worker/${c.workerId}` }, fetch: http.fetch });
   const broker = createBroker(c.broker.url, { stream: c.broker.stream, subject: c.broker.subject, consumer: c.broker.consumer }, logger);
   const metricsEnabled = c.metricsPort !== undefined;
   const runtime = new WorkerRuntime({
@@ -55,6 +58,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandl
   } catch (err) {
     await runtime.stop().catch(() => {});
     await broker.close().catch(() => {});
+    await http.close().catch(() => {});
     throw err;
   }
   let stopping: Promise<void> | null = null;
@@ -62,6 +66,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandl
     stopping ??= (async () => {
       await runtime.stop();
       await broker.close();
+      await http.close().catch(() => {});
     })();
     return stopping;
   };
