@@ -35,10 +35,13 @@ async function main() {
     await runToEnd(stack.client, 'bench/fibo40'); // warm-up: interpreters, pools, JIT
     const walls: number[] = [];
     for (let i = 0; i < RUNS; i++) {
+      const c0 = stack.cpu();
       const r = await runToEnd(stack.client, 'bench/fibo40');
+      const c1 = stack.cpu();
       if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}`);
       walls.push(r.wall);
-      console.log(`run ${i + 1}: ${(r.wall / 1000).toFixed(3)} s wall, ${(r.serverMs / 1000).toFixed(3)} s between created_at and finished_at, result ${JSON.stringify(r.execution.result)}`);
+      const perStep = (a: number, b: number) => `${((b - a) / STEPS).toFixed(2)} ms`;
+      console.log(`run ${i + 1}: ${(r.wall / 1000).toFixed(3)} s wall, ${(r.serverMs / 1000).toFixed(3)} s between created_at and finished_at, result ${JSON.stringify(r.execution.result)}; CPU per step: server process ${perStep(c0.server, c1.server)}, worker ${perStep(c0.workers, c1.workers)}`);
     }
     walls.sort((a, b) => a - b);
     const median = walls[Math.floor(walls.length / 2)];
