@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import type { Json, JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimRequest, ClaimedCommand, EventsAck, HeartbeatRequest, HeartbeatResponse, Id, QueueStats,
+  ClaimRequest, ClaimedCommand, EventView, EventsAck, HeartbeatRequest, HeartbeatResponse, Id, QueueStats,
   RunRequest, RunResponse, WorkerEvent,
 } from '../client/protocol.js';
 import type { ExecutionStatus, StepSummary } from './engine/contract.js';
@@ -65,16 +65,8 @@ export interface ExecutionRecord {
   finished_at: string | null;
 }
 
-export interface StoredEvent {
-  event_id: Id;
-  execution_id: Id;
-  seq: number;
-  name: string;
-  step: string | null;
-  command_id: number | null;
-  payload: JsonObject;
-  created_at: string;
-}
+/** An event as stored and served: exactly the wire shape of GET /api/events/{id}. */
+export type StoredEvent = EventView;
 
 export interface ExecutionService {
   /** Throws notFound for an unknown path, badRequest for a bad payload. */
