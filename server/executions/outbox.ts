@@ -36,20 +36,10 @@ export class Outbox {
    * known to be down, requests do not wait on it: rows are left to the sweeper.
    */
   async publish(items: OutboxItem[]): Promise<string[]> {
-    const ok: string[] = [];
-    if (Date.now() < this.inlinePausedUntil) return ok;
-    for (const it of items) {
-      try {
-        await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
-        ok.push(it.queue_id);
-        metrics.notificationsPublished.inc({ result: 'ok' });
-      } catch (err) {
-        metrics.notificationsPublished.inc({ result: 'error' });
-        this.warn(err, items.length - ok.length);
-        this.inlinePausedUntil = Date.now() + INLINE_PAUSE_MS;
-        break; // the broker is down: the sweeper publishes the rest
-      }
-    }
+    if (Date.now() < this.inlinePausedUntil) return [];
+    const ok = await this.send(items);
+    // the broker is down: requests stop waiting on it and the sweeper publishes the rest
+    if (ok.length < items.length) this.inlinePausedUntil = Date.now() + INLINE_PAUSE_MS;
     if (ok.length > 0) {
       try {
         await queue.markPublished(this.db.pool, ok);
@@ -77,22 +67,28 @@ export class Outbox {
             AND (published_at IS NULL OR ($3 AND published_at < now() - make_interval(secs => $1)))
           ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
         [opts.republishAfterMs / 1000, opts.batch, stale]);
-      const ok: string[] = [];
-      for (const it of rows) {
-        try {
-          await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
-          ok.push(it.queue_id);
-          metrics.notificationsPublished.inc({ result: 'ok' });
-        } catch (err) {
-          metrics.notificationsPublished.inc({ result: 'error' });
-          this.warn(err, rows.length - ok.length);
-          break;
-        }
-      }
+      const ok = await this.send(rows);
       await queue.markPublished(client, ok);
       if (ok.length === rows.length) this.inlinePausedUntil = 0; // the broker is back
       return ok.length;
     });
+  }
+
+  /** Publishes in order until the first failure; returns the queue ids published. */
+  private async send(items: OutboxItem[]): Promise<string[]> {
+    const ok: string[] = [];
+    for (const it of items) {
+      try {
+        await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
+        ok.push(it.queue_id);
+        metrics.notificationsPublished.inc({ result: 'ok' });
+      } catch (err) {
+        metrics.notificationsPublished.inc({ result: 'error' });
+        this.warn(err, items.length - ok.length);
+        break;
+      }
+    }
+    return ok;
   }
 
   private warn(err: unknown, pending: number) {
