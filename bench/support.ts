@@ -3,21 +3,12 @@
  * (in this process) on JetStream with stream names of its own, and worker processes started with
  * the built CLI — the same parts as production, on one machine. Figures only; nothing asserts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { PlayflowClient } from '../client/http.js';
-import { startServer, type RunningServer } from '../server/main.js';
-import { loadConfig } from '../server/config.js';
-import { createLogger } from '../server/logger.js';
-import { freePort } from '../cli/dev/embedded-db.js';
+import type { RunningServer } from '../server/main.js';
+import { startHarness } from '../test/conformance/harness.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 
-const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const CLI = fileURLToPath(new URL('../cli/index.js', import.meta.url));
 
 export interface BenchStack {
   client: PlayflowClient;
@@ -42,60 +33,26 @@ function processCpuMs(pid: number | undefined): number {
 const CLOCK_TICKS = 100;
 
 export async function startStack(opts: { workers?: number; concurrency?: number } = {}): Promise<BenchStack> {
-  const dbName = `pfbench_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${dbName}"`);
-  await admin.end();
-  const dbUrl = new URL(ADMIN_URL);
-  dbUrl.pathname = `/${dbName}`;
-  const id = randomBytes(3).toString('hex').toUpperCase();
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
-    HOME: process.env.HOME,
-    DATABASE_URL: dbUrl.toString(),
-    BROKER_URL: process.env.BROKER_URL ?? 'nats://127.0.0.1:4222',
-    BROKER_STREAM: `FLOW_COMMANDS_BENCH_${id}`,
-    BROKER_SUBJECT: `flow.commands.bench.${id.toLowerCase()}`,
-    BROKER_CONSUMER: `worker-pool-bench-${id.toLowerCase()}`,
-    PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    SERVER_API_URL: url,
-    LOG_LEVEL: 'warn',
-  };
-  const config = { ...loadConfig({ ...env, PORT: String(port) }), host: '127.0.0.1' };
-  const server = await startServer({ config, handleSignals: false, logger: createLogger({ level: 'warn' }) });
-  const workers: ChildProcess[] = [];
-  for (let i = 0; i < (opts.workers ?? 1); i++) {
-    workers.push(spawn(process.execPath, [CLI, 'worker', 'start', '--v2', '--concurrency', String(opts.concurrency ?? 8)], {
-      env: { ...env, WORKER_METRICS_PORT: '0' },
-      stdio: 'ignore',
-    }));
-  }
+  // The conformance harness's stack: fresh database, in-process server, worker processes.
+  // The sweeper runs at the server's default pace so it does not weigh on the figures.
+  const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000 });
   // The benchmark's client (run + status polling) lives in the server's process: give it the
   // worker's cheap keep-alive transport so it takes as little of the server's CPU as it can.
   const http = createServerFetch();
-  const client = new PlayflowClient({ baseUrl: url, fetch: http.fetch });
+  const client = new PlayflowClient({ baseUrl: h.url, fetch: http.fetch });
   // Let the workers connect and warm their python interpreters before anything is timed.
   await new Promise((r) => setTimeout(r, 1500));
   return {
     client,
-    url,
-    server,
+    url: h.url,
+    server: h.server,
     cpu() {
       const own = process.cpuUsage();
-      return { server: (own.user + own.system) / 1000, workers: workers.reduce((sum, w) => sum + processCpuMs(w.pid), 0) };
+      return { server: (own.user + own.system) / 1000, workers: h.workers.reduce((sum, w) => sum + processCpuMs(w.pid), 0) };
     },
     async close() {
-      for (const w of workers) w.kill('SIGTERM');
-      await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.once('exit', r)))));
       await http.close();
-      await server.stop();
-      const c = new pg.Client({ connectionString: ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-      await c.end();
+      await h.close();
     },
   };
 }
@@ -123,4 +80,3 @@ export async function runToEnd(client: PlayflowClient, playbookPath: string, pay
   }
 }
 
-export const here = path.dirname(fileURLToPath(import.meta.url));

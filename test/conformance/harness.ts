@@ -17,7 +17,9 @@ import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 import { BROKER_URL, uniqueBrokerNames } from '../helpers/nats.js';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const twoUp = fileURLToPath(new URL('../..', import.meta.url));
+/** The repository, whether this module runs from the sources (tests) or from dist/ (benchmarks). */
+export const ROOT = path.basename(path.resolve(twoUp)) === 'dist' ? path.dirname(path.resolve(twoUp)) : twoUp;
 export const CLI = path.join(ROOT, 'dist', 'cli', 'index.js');
 
 export interface CliResult {
@@ -40,6 +42,8 @@ export interface Harness {
 
 export interface HarnessOptions {
   workers?: number;
+  /** `--concurrency` of each worker process (default 8). */
+  concurrency?: number;
   sweeperIntervalMs?: number;
   workerEnv?: NodeJS.ProcessEnv;
 }
@@ -68,7 +72,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const workers: ChildProcess[] = [];
 
   const startWorker = async (extraEnv: NodeJS.ProcessEnv = {}) => {
-    const child = spawn(process.execPath, [CLI, 'worker', 'start', '--v2', '--concurrency', '8'], {
+    const child = spawn(process.execPath, [CLI, 'worker', 'start', '--v2', '--concurrency', String(opts.concurrency ?? 8)], {
       env: { ...env, WORKER_METRICS_PORT: '0', ...opts.workerEnv, ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
