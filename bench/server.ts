@@ -3,6 +3,8 @@
  * command over HTTP, report its call.done over HTTP (the server folds the state, runs the engine,
  * appends the events and inserts the next queue row in one transaction), and take the next
  * notification from the in-process broker. No tool runs: what is left is the server's own work.
+ * The client is the worker's (PlayflowClient over its pooled undici transport) and the server has
+ * the production execution hooks (vars, keychain), as `server start` wires them.
  *
  *   npm run build && node dist/bench/server.js [steps=100] [runs=3]
  */
@@ -12,6 +14,8 @@ import pg from 'pg';
 import { PlayflowClient } from '../client/http.js';
 import { buildApp } from '../server/app/index.js';
 import { createServerCore } from '../server/core.js';
+import { createSecretsHooks } from '../server/secrets/hooks.js';
+import { createServerFetch } from '../worker/server-fetch.js';
 import { chainPlaybook } from '../server/executions/testkit.js';
 
 const STEPS = Number(process.argv[2] ?? 100);
@@ -27,11 +31,15 @@ async function main() {
   if (process.env.BENCH_ASYNC_COMMIT) await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
-  const core = await createServerCore({ databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8 });
+  const core = await createServerCore({
+    databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8,
+    hooks: createSecretsHooks({ logger: { warn() {} } }),
+  });
   await core.start();
   const app = await buildApp(core.deps);
   await app.listen({ port: 0, host: '127.0.0.1' });
-  const client = new PlayflowClient({ baseUrl: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+  const transport = createServerFetch();
+  const client = new PlayflowClient({ baseUrl: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, fetch: transport.fetch });
   try {
     await core.deps.catalog.register(chainPlaybook('bench/chain', STEPS));
     const perStep: number[] = [];
@@ -63,8 +71,11 @@ async function main() {
     const q = (p: number) => perStep[Math.min(perStep.length - 1, Math.floor(p * perStep.length))].toFixed(2);
     console.log(`server per step (claim + call.done + next command, HTTP, PostgreSQL on this machine): median ${q(0.5)} ms, p90 ${q(0.9)} ms, p99 ${q(0.99)} ms over ${perStep.length} steps (goal ≤ 3 ms median)`);
     console.log(`  medians: notification ${median(parts.fetch)} ms, claim ${median(parts.claim)} ms, call.done ${median(parts.events)} ms`);
+    const gc = core.executions.groupCommits;
+    console.log(`  transactions: ${gc.transactions} for ${gc.items} requests, mean ${(gc.ms / gc.transactions).toFixed(2)} ms each`);
   } finally {
     await app.close();
+    await transport.close();
     await core.close();
     await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
     await admin.end();

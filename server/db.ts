@@ -46,7 +46,7 @@ export function wrapPool(pool: pg.Pool): ClosableDb {
   let closed = false;
   return {
     pool,
-    tx: <T>(fn: (client: pg.PoolClient) => Promise<T>) => withTransaction(pool, fn),
+    tx: <T>(fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts?: TxOptions) => withTransaction(pool, fn, opts),
     async close() {
       if (closed) return;
       closed = true;
@@ -55,12 +55,27 @@ export function wrapPool(pool: pg.Pool): ClosableDb {
   };
 }
 
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export interface TxOptions {
+  /**
+   * Statements sent with BEGIN in the same round trip (simple query protocol: no parameters, so
+   * only validated literals). Their results are handed to the transaction's function in order.
+   */
+  begin?: string;
+}
+
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts: TxOptions = {}): Promise<T> {
   const client = await pool.connect();
   let broken = false;
   try {
-    await client.query('BEGIN');
-    const out = await fn(client);
+    let begun: pg.QueryResult[] = [];
+    if (opts.begin) {
+      // a multi-statement simple query answers with one result per statement; BEGIN's comes first
+      const res = (await client.query(`BEGIN; ${opts.begin}`)) as unknown as pg.QueryResult[];
+      begun = res.slice(1);
+    } else {
+      await client.query('BEGIN');
+    }
+    const out = await fn(client, begun);
     await client.query('COMMIT');
     return out;
   } catch (err) {

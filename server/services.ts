@@ -16,8 +16,11 @@ import type { VarsService } from './secrets/vars.js';
 
 export interface Db {
   pool: pg.Pool;
-  /** Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw). */
-  tx<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw). `opts.begin`: statements sent
+   * with BEGIN in one round trip, their results passed to fn.
+   */
+  tx<T>(fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts?: { begin?: string }): Promise<T>;
 }
 
 export interface CatalogEntry {
@@ -131,6 +134,12 @@ export interface ExecutionHooks {
   onVarsSet(client: pg.PoolClient, executionId: Id, variables: JsonObject, sourceStep: string): Promise<void>;
   /** Variables visible to templates besides the engine's own (set through the vars API). */
   loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject>;
+  /**
+   * loadVars as one statement without parameters (the id is a checked decimal, inlined), answering
+   * rows `{var_name, var_value}`: the service sends it with the transaction's BEGIN instead of
+   * spending a round trip on it. Optional; without it loadVars is called.
+   */
+  loadVarsSql?(executionId: string): string;
   /** The execution reached a terminal status: drop its variables and local/shared keychain entries. */
   onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id }): Promise<void>;
 }

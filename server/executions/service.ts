@@ -26,9 +26,12 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
+import { writeDecision, type CloseStatus } from '../store/decision.js';
 import { parseId } from '../store/sql.js';
+import { apiVarsObject, type ApiVarRow } from '../store/vars.js';
 import { clampInt } from '../store/catalog-service.js';
 import type { Outbox, OutboxItem } from './outbox.js';
+import { Lru } from './lru.js';
 import { silentCoreLogger, type CoreLogger } from './types.js';
 
 export interface ExecutionServiceOptions {
@@ -66,6 +69,8 @@ const SERVER_EVENT_NAMES = new Set([
 
 interface TxCtx {
   toPublish: OutboxItem[];
+  /** Queue rows inserted (their ids are remembered once the transaction committed). */
+  queueRows: queueStore.InsertedCommand[];
   /** States to put in the process cache once the transaction committed. */
   cache: Map<string, CachedState>;
   /** Executions that became terminal in this transaction (their children are cancelled after commit). */
@@ -76,6 +81,14 @@ interface CachedState {
   seq: number;
   state: ExecutionStateView;
   snapSeq: number;
+  /** The execution row as this process last wrote it (its mutable columns follow the state). */
+  row: ExecutionRow;
+}
+
+interface QueueRef {
+  execution_id: string;
+  command_id: number;
+  step: string;
 }
 
 interface Loaded {
@@ -126,6 +139,11 @@ export class PgExecutionService implements ExecutionService {
    * are never missed. States are never mutated (the engine is copy-on-write).
    */
   private readonly stateCache = new Map<string, CachedState>();
+  /**
+   * Immutable facts of recent queue rows (execution, command, step) so claims and events skip
+   * their look-up query; a miss asks the database. Bounded like the state cache.
+   */
+  private readonly queueRows = new Lru<string, QueueRef>(10_000);
   private readonly defaultLease: number;
   private readonly maxLease: number;
   private readonly maxInFlight?: number;
@@ -264,19 +282,31 @@ export class PgExecutionService implements ExecutionService {
       return { executionId, queueId, name: e.name, step: e.step ?? null, payload: (e.payload ?? {}) as JsonObject, workerId: e.worker_id };
     });
 
-    const execIds = [...new Set(prepared.map((p) => p.executionId))];
-    const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
-    const known = new Set(found.map((r) => r.execution_id));
-    const unknown = execIds.filter((id) => !known.has(id));
-    if (unknown.length) throw notFound(`execution ${unknown.join(', ')} not found`, { execution_ids: unknown });
+    // Existence checks before anything is applied; executions and queue rows this process knows
+    // (they are never deleted while running) skip the query.
+    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.stateCache.has(id));
+    if (execIds.length) {
+      const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
+      const known = new Set(found.map((r) => r.execution_id));
+      const unknown = execIds.filter((id) => !known.has(id));
+      if (unknown.length) throw notFound(`execution ${unknown.join(', ')} not found`, { execution_ids: unknown });
+    }
 
-    const queueIds = [...new Set(prepared.flatMap((p) => (p.queueId ? [p.queueId] : [])))];
-    const qmap = new Map<string, { execution_id: string; command_id: number; step: string }>();
-    if (queueIds.length) {
-      const { rows } = await this.db.pool.query<{ queue_id: string; execution_id: string; command_id: number; step: string }>(
-        'SELECT queue_id, execution_id, command_id, step FROM queue WHERE queue_id = ANY($1::bigint[])', [queueIds]);
-      for (const r of rows) qmap.set(r.queue_id, r);
-      const missing = queueIds.filter((q) => !qmap.has(q));
+    const qmap = new Map<string, QueueRef>();
+    const toLookUp: string[] = [];
+    for (const q of new Set(prepared.flatMap((p) => (p.queueId ? [p.queueId] : [])))) {
+      const ref = this.queueRows.get(q);
+      if (ref) qmap.set(q, ref);
+      else toLookUp.push(q);
+    }
+    if (toLookUp.length) {
+      const { rows } = await this.db.pool.query<QueueRef & { queue_id: string }>(
+        'SELECT queue_id, execution_id, command_id, step FROM queue WHERE queue_id = ANY($1::bigint[])', [toLookUp]);
+      for (const { queue_id, ...ref } of rows) {
+        qmap.set(queue_id, ref);
+        this.queueRows.set(queue_id, ref);
+      }
+      const missing = toLookUp.filter((q) => !qmap.has(q));
       if (missing.length) throw notFound(`queue entry ${missing.join(', ')} not found`, { queue_ids: missing });
     }
     for (const p of prepared) {
@@ -308,16 +338,21 @@ export class PgExecutionService implements ExecutionService {
     if (!queueId) throw badRequest(`queue_id '${queueIdRaw}' is not an id`);
     const workerId = this.workerId(req);
     const lease = this.leaseSeconds(req?.lease_seconds);
-    const row0 = await queueStore.get(this.db.pool, queueId);
-    if (!row0) throw notFound(`queue entry ${queueId} not found`);
-    // Fast refusal without the execution lock (duplicate notifications are common). A row only
-    // leaves a finished status never; a stale 'leased' may have been queued again meanwhile, and
-    // that re-queue published a fresh notification, so refusing this one loses nothing.
-    if (row0.status !== 'queued') throw claimRefusal(row0, workerId);
-
-    // The lease and its `action_started` are written by the execution's next group commit (see
-    // enqueue): one transaction with whatever else arrived for this execution meanwhile.
-    return this.enqueue<ClaimedCommand>(row0.execution_id, { kind: 'claim', queueId, commandId: row0.command_id, workerId, lease });
+    let ref = this.queueRows.get(queueId);
+    if (!ref) {
+      const row0 = await queueStore.get(this.db.pool, queueId);
+      if (!row0) throw notFound(`queue entry ${queueId} not found`);
+      // Fast refusal without the execution lock (duplicate notifications are common). A row only
+      // leaves a finished status never; a stale 'leased' may have been queued again meanwhile, and
+      // that re-queue published a fresh notification, so refusing this one loses nothing.
+      if (row0.status !== 'queued') throw claimRefusal(row0, workerId);
+      ref = { execution_id: row0.execution_id, command_id: row0.command_id, step: row0.step };
+      this.queueRows.set(queueId, ref);
+    }
+    // A row this process issued is claimed without that look-up: the group commit refuses it under
+    // the lock if it is no longer queued. The lease and its `action_started` are written by the
+    // execution's next group commit (see enqueue), with whatever else arrived for it meanwhile.
+    return this.enqueue<ClaimedCommand>(ref.execution_id, { kind: 'claim', queueId, commandId: ref.command_id, workerId, lease });
   }
 
   private claimedCommand(pb: Playbook, row: ExecutionRow, claimed: QueueRow, vars: JsonObject): ClaimedCommand {
@@ -477,12 +512,12 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /** The transaction with its retries; the process cache is updated right after the commit. */
-  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<{ value: T; ctx: TxCtx }> {
+  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: { retryUniqueChild?: boolean; begin?: string } = {}): Promise<{ value: T; ctx: TxCtx }> {
     for (let attempt = 1; ; attempt++) {
-      const ctx: TxCtx = { toPublish: [], terminated: [], cache: new Map() };
+      const ctx: TxCtx = { toPublish: [], queueRows: [], terminated: [], cache: new Map() };
       let value: T;
       try {
-        value = await this.db.tx((client) => fn(client, ctx));
+        value = await this.db.tx((client, begun) => fn(client, ctx, begun), { begin: opts.begin });
       } catch (err) {
         const code = (err as { code?: string }).code;
         const retry = attempt < 4 && (RETRYABLE.has(code ?? '') ||
@@ -491,6 +526,7 @@ export class PgExecutionService implements ExecutionService {
         continue;
       }
       for (const [id, entry] of ctx.cache) this.remember(id, entry);
+      for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
       return { value, ctx };
     }
   }
@@ -508,6 +544,12 @@ export class PgExecutionService implements ExecutionService {
     }
   }
 
+  /** Sent with a group commit's BEGIN: the lock, the log's last seq and, when the hooks can, the API vars. */
+  private prelude(executionId: string): string {
+    const vars = this.hooks.loadVarsSql?.(executionId);
+    return vars ? `${lockPrelude(executionId)}; ${vars}` : lockPrelude(executionId);
+  }
+
   private async playbookFor(client: pg.PoolClient, catalogId: string): Promise<Playbook> {
     const hit = this.playbooks.get(catalogId);
     if (hit) return hit;
@@ -518,20 +560,30 @@ export class PgExecutionService implements ExecutionService {
     return entry.playbook;
   }
 
-  /** Takes the execution's lock and rebuilds its state (snapshot + newer events, or the whole log). */
-  private async lockAndLoad(client: pg.PoolClient, executionId: string): Promise<Loaded | null> {
-    await lock(client, executionId);
-    const found = await execStore.getWithLastSeq(client, executionId);
-    if (!found) return null;
-    const { row, lastSeq } = found;
+  /**
+   * Takes the execution's lock and rebuilds its state: the process cache when it is as new as the
+   * log, else the snapshot + newer events, else the whole log. `peek` is the lock and the log's last
+   * seq already taken with BEGIN (lockPrelude) by the caller.
+   */
+  private async lockAndLoad(client: pg.PoolClient, executionId: string, peek?: pg.QueryResult[]): Promise<Loaded | null> {
+    let lastSeq: number;
+    if (peek) {
+      lastSeq = Number(peek[1]?.rows[0]?.last_seq ?? 0);
+    } else {
+      await lock(client, executionId);
+      lastSeq = await eventStore.lastSeq(client, executionId);
+    }
+    const cached = this.stateCache.get(executionId);
+    if (cached && cached.seq === lastSeq && lastSeq > 0) {
+      const playbook = await this.playbookFor(client, cached.row.catalog_id);
+      return { row: cached.row, state: cached.state, seq: cached.seq, snapSeq: cached.snapSeq, playbook };
+    }
+    const row = await execStore.get(client, executionId);
+    if (!row) return null;
     const playbook = await this.playbookFor(client, row.catalog_id);
     let state: ExecutionStateView | undefined;
     let seq = 0;
     let snapSeq = 0;
-    const cached = this.stateCache.get(executionId);
-    if (cached && cached.seq === lastSeq) {
-      return { row, state: cached.state, seq: cached.seq, snapSeq: cached.snapSeq, playbook };
-    }
     const snap = this.snapshots ? await eventStore.loadSnapshot<ExecutionStateView>(client, executionId) : null;
     if (snap) {
       state = snap.state;
@@ -564,44 +616,58 @@ export class PgExecutionService implements ExecutionService {
     if (decision.events.length === 0 && decision.commands.length === 0) {
       return { decision, recorded: false, inserted: [], row: loaded.row, externalVars };
     }
-    await eventStore.append(client, id, loaded.seq + 1, decision.events);
-    const seq = loaded.seq + decision.events.length;
+    const closes = new Map<number, CloseStatus>();
     for (const ev of decision.events) {
       if (ev.name === 'vars_set') {
         const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
         await this.hooks.onVarsSet(client, id, variables, ev.step ?? '');
       } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
         const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
-        await queueStore.finish(client, id, ev.command_id, failed ? 'failed' : 'done');
+        if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
         metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
       }
     }
-    const inserted = await queueStore.insertCommands(client, id, decision.commands, now);
-    if (inserted.length) metrics.commandsIssued.inc(inserted.length);
     // Commands the decision made obsolete (loop items after an early break, the open calls of a
     // failed or skipped step): no worker should start them, and a running one is told 410 on its
     // next heartbeat.
-    const obsolete = await queueStore.cancelCommands(client, id, decision.cancelled_commands ?? []);
-    if (obsolete) metrics.commandsFinished.inc({ outcome: 'cancelled' }, obsolete);
-    for (const c of inserted) if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
-
-    const s = decision.state;
-    const terminal = isTerminal(s.status);
+    for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
     const wasTerminal = isTerminal(loaded.row.status);
-    const row = await execStore.updateFromState(client, id, {
-      status: s.status, result: (s.result ?? null) as Json | null, error: (s.error ?? null) as Json | null, steps: s.steps ?? {}, terminal,
-    });
-    if (this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery)) {
-      await eventStore.saveSnapshot(client, id, seq, s);
-      loaded.snapSeq = seq;
-    }
-    loaded.row = row;
-    loaded.state = s;
-    loaded.seq = seq;
-    ctx.cache.set(id, { seq, state: s, snapSeq: loaded.snapSeq });
-
-    if (terminal && !wasTerminal) await this.ended(client, ctx, row);
+    const { row, inserted } = await this.write(client, ctx, loaded, decision.state, decision.events, decision.commands, closes, now);
+    if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
     return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+  }
+
+  /**
+   * Writes a decision's (or a batch's) events, new queue rows, closes, the execution row and, when
+   * due, the snapshot in one statement. Notifications, the cache entry and the queue rows' ids
+   * wait in ctx for the commit.
+   */
+  private async write(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, state: ExecutionStateView, events: EngineEvent[], commands: Command[], closes: Map<number, CloseStatus>, now: number): Promise<{ row: ExecutionRow; inserted: queueStore.InsertedCommand[] }> {
+    const id = loaded.row.execution_id;
+    const seq = loaded.seq + events.length;
+    const terminal = isTerminal(state.status);
+    const snapshot = this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery) ? { seq, state } : undefined;
+    const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
+    const written = await writeDecision(client, {
+      executionId: id, firstSeq: loaded.seq + 1, events, commands, nowMs: now,
+      closes: [...closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot,
+    });
+    if (written.inserted.length) metrics.commandsIssued.inc(written.inserted.length);
+    if (written.cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, written.cancelled);
+    for (const c of written.inserted) {
+      if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
+      ctx.queueRows.push(c);
+    }
+    const row: ExecutionRow = {
+      ...loaded.row, status: execution.status, result: execution.result, error: execution.error, steps: execution.steps,
+      updated_at: written.updated_at, finished_at: written.finished_at,
+    };
+    if (snapshot) loaded.snapSeq = seq;
+    loaded.row = row;
+    loaded.state = state;
+    loaded.seq = seq;
+    ctx.cache.set(id, { seq, state, snapSeq: loaded.snapSeq, row });
+    return { row, inserted: written.inserted };
   }
 
   /** The execution became terminal in this transaction: close its queue, hook, tell the parent. */
@@ -652,7 +718,7 @@ export class PgExecutionService implements ExecutionService {
     let ctx: TxCtx;
     const t0 = performance.now();
     try {
-      ({ value: outcomes, ctx } = await this.runTx((client, c) => this.applyBatch(client, c, executionId, batch)));
+      ({ value: outcomes, ctx } = await this.runTx((client, c, peek) => this.applyBatch(client, c, executionId, batch, peek), { begin: this.prelude(executionId) }));
     } catch (err) {
       if (batch.length === 1) {
         batch[0].reject(err);
@@ -682,12 +748,12 @@ export class PgExecutionService implements ExecutionService {
    * in memory, so a later claim of one is refused exactly as if each request had its own
    * transaction.
    */
-  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[]): Promise<ItemOutcome[]> {
-    const loaded = await this.lockAndLoad(client, id);
+  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[], peek: pg.QueryResult[]): Promise<ItemOutcome[]> {
+    const loaded = await this.lockAndLoad(client, id, peek);
     if (!loaded) return batch.map(() => ({ ok: false, err: notFound(`execution ${id} not found`) }));
     if (!loaded.state) throw new Error(`execution ${id} has no events`);
     const now = this.now();
-    let externalVars = await this.hooks.loadVars(client, id);
+    let externalVars = peek[2] ? apiVarsObject(peek[2].rows as ApiVarRow[]) : await this.hooks.loadVars(client, id);
     let varsChanged = false;
     let state = loaded.state;
     const wasTerminal = isTerminal(loaded.row.status);
@@ -695,7 +761,7 @@ export class PgExecutionService implements ExecutionService {
     const commands: Command[] = [];
     const issuedBy = new Map<number, EventOutcome>();
     /** Queue rows this batch closes, first decision wins (like one-by-one: only open rows change). */
-    const closes = new Map<number, 'done' | 'failed' | 'cancelled'>();
+    const closes = new Map<number, CloseStatus>();
     let changed = false;
     const outcomes: ItemOutcome[] = [];
 
@@ -757,28 +823,12 @@ export class PgExecutionService implements ExecutionService {
     }
     if (!changed) return outcomes;
 
-    await eventStore.append(client, id, loaded.seq + 1, events);
-    const seq = loaded.seq + events.length;
-    const inserted = await queueStore.insertCommands(client, id, commands, now);
-    if (inserted.length) metrics.commandsIssued.inc(inserted.length);
+    const { row, inserted } = await this.write(client, ctx, loaded, state, events, commands, closes, now);
     for (const c of inserted) {
       const o = issuedBy.get(c.command_id);
       if (o) o.commands++;
-      if (c.due) ctx.toPublish.push({ queue_id: c.queue_id, execution_id: id, step: c.step });
     }
-    const obsolete = await queueStore.closeCommands(client, id, [...closes].map(([command_id, status]) => ({ command_id, status })));
-    if (obsolete) metrics.commandsFinished.inc({ outcome: 'cancelled' }, obsolete);
-
-    const terminal = isTerminal(state.status);
-    const row = await execStore.updateFromState(client, id, {
-      status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal,
-    });
-    if (this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery)) {
-      await eventStore.saveSnapshot(client, id, seq, state);
-      loaded.snapSeq = seq;
-    }
-    ctx.cache.set(id, { seq, state, snapSeq: loaded.snapSeq });
-    if (terminal && !wasTerminal) await this.ended(client, ctx, row);
+    if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
     return outcomes;
   }
 
@@ -821,6 +871,15 @@ export class PgExecutionService implements ExecutionService {
     }
     await this.applyLoaded(client, ctx, loaded, { name: 'call.done', step: q?.step ?? null, command_id: child.parent_command_id!, payload });
   }
+}
+
+/**
+ * The execution lock and the log's last seq, sent with BEGIN in one round trip (lockAndLoad). The
+ * simple protocol takes no parameters, so the id is checked to be a decimal before it is inlined.
+ */
+function lockPrelude(executionId: string): string {
+  if (!/^\d{1,19}$/.test(executionId)) throw new Error(`not an execution id: ${executionId}`);
+  return `SELECT pg_advisory_xact_lock(${executionId}::bigint); SELECT max(seq) AS last_seq FROM event WHERE execution_id = ${executionId}::bigint`;
 }
 
 async function lock(client: pg.PoolClient, executionId: string): Promise<void> {

@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import type { ExecutionHooks } from '../services.js';
 import type { Id } from '../../client/protocol.js';
-import type { JsonObject, Json } from '../../playbook/types.js';
+import type { JsonObject } from '../../playbook/types.js';
 import * as vars from '../store/vars.js';
 import * as keychain from '../store/keychain.js';
 import * as credentials from '../store/credentials.js';
@@ -31,13 +31,13 @@ export function createSecretsHooks(opts: { logger?: SecretsLogger } = {}): Execu
 
     /** Variables set through the API (every type but `step_result`, which the engine folds itself). */
     async loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject> {
-      const { rows } = await client.query<{ var_name: string; var_value: Json }>(
-        `SELECT var_name, var_value FROM vars WHERE execution_id = $1 AND var_type <> 'step_result' ORDER BY var_name`,
-        [String(executionId)],
-      );
-      const out: JsonObject = {};
-      for (const r of rows) out[r.var_name] = r.var_value;
-      return out;
+      const { rows } = await client.query<vars.ApiVarRow>(vars.apiVarsSql('$1'), [String(executionId)]);
+      return vars.apiVarsObject(rows);
+    },
+
+    loadVarsSql(executionId: string): string {
+      if (!/^\d{1,19}$/.test(executionId)) throw new Error(`not an execution id: ${executionId}`);
+      return vars.apiVarsSql(`${executionId}::bigint`);
     },
 
     /**

@@ -2,6 +2,7 @@
  * SQL for the `vars` table (migration 102): primary key (execution_id, var_name); writes upsert,
  * preserve created_at and refresh accessed_at.
  */
+import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Queryable } from './credentials.js';
 
 export type VarType = 'user_defined' | 'step_result' | 'computed' | 'iterator_state';
@@ -15,6 +16,25 @@ export interface VarRow {
   access_count: number;
   created_at: Date;
   accessed_at: Date;
+}
+
+export interface ApiVarRow {
+  var_name: string;
+  var_value: Json;
+}
+
+/**
+ * The variables templates see besides the engine's own (every type but `step_result`) of the
+ * execution `idExpr`: a parameter (`$1`) or a checked decimal literal (the statement sent with BEGIN).
+ */
+export function apiVarsSql(idExpr: string): string {
+  return `SELECT var_name, var_value FROM vars WHERE execution_id = ${idExpr} AND var_type <> 'step_result' ORDER BY var_name`;
+}
+
+export function apiVarsObject(rows: ApiVarRow[]): JsonObject {
+  const out: JsonObject = {};
+  for (const r of rows) out[r.var_name] = r.var_value;
+  return out;
 }
 
 const COLS = 'execution_id::text AS execution_id, var_name, var_type, var_value, source_step, access_count, created_at, accessed_at';

@@ -1,0 +1,124 @@
+/**
+ * The write of one engine decision (or a group commit's several) as ONE statement: the new events,
+ * the new queue rows, the queue rows it closes, the execution row and, when due, the snapshot.
+ *
+ * Why one statement: each statement costs a round trip plus parse/bind on both sides, and this is
+ * the hot path of every step. Data-modifying CTEs all run to completion, on one snapshot, whether
+ * or not the final SELECT reads them. They must not touch one row twice, so a command issued and
+ * closed in the same write is inserted with its final status instead of inserted and then updated
+ * (see `mergeCloses`).
+ */
+import type { Json } from '../../playbook/types.js';
+import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
+import type { InsertedCommand } from './queue.js';
+import type { Queryable } from './sql.js';
+
+export type CloseStatus = 'done' | 'failed' | 'cancelled';
+
+export interface DecisionWrite {
+  executionId: string;
+  /** seq of events[0]; the rest follow consecutively. */
+  firstSeq: number;
+  events: EngineEvent[];
+  /** New queue rows (a command already queued, same execution and command id, is skipped). */
+  commands: Command[];
+  /** Decision clock: `available_at` is taken relative to it. */
+  nowMs: number;
+  /** Open queue rows to close (call.done recorded → done/failed; made obsolete → cancelled). */
+  closes: Array<{ command_id: number; status: CloseStatus }>;
+  execution: { status: ExecutionStatus; result: Json | null; error: Json | null; steps: Record<string, StepSummary>; terminal: boolean };
+  /** Folded state to cache as of `seq`; omitted: the snapshot row is left as it is. */
+  snapshot?: { seq: number; state: unknown };
+}
+
+export interface DecisionWritten {
+  /** Queue rows inserted (`due` only for rows left queued and due now). */
+  inserted: InsertedCommand[];
+  /** Rows this write cancelled (obsolete commands). */
+  cancelled: number;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+const SQL = `
+WITH ev AS (
+  INSERT INTO event (execution_id, seq, name, step, command_id, payload)
+  SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb)
+    FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb)
+   ORDER BY e.seq
+), ins AS (
+  INSERT INTO queue (execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at)
+  SELECT $1, c.command_id, c.step, c.cmd, GREATEST(COALESCE(c.max_deliveries, 3), 1),
+         now() + make_interval(secs => c.delay_ms / 1000.0),
+         COALESCE(c.status, 'queued'), CASE WHEN c.status IS NULL THEN NULL ELSE now() END
+    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision, status text)
+  ON CONFLICT (execution_id, command_id) DO NOTHING
+  RETURNING queue_id, step, command_id, status, status = 'queued' AND available_at <= now() AS due
+), cl AS (
+  UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
+    FROM jsonb_to_recordset($4::jsonb) AS c(command_id integer, status text)
+   WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased')
+  RETURNING queue.status
+), snap AS (
+  INSERT INTO execution_state (execution_id, seq, state)
+  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL
+  ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
+), up AS (
+  UPDATE execution SET status = $5, result = $6, error = $7, steps = $8, updated_at = now(),
+         finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
+   WHERE execution_id = $1
+  RETURNING updated_at, finished_at
+)
+SELECT up.updated_at, up.finished_at,
+       (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
+       (SELECT count(*) FROM ins WHERE ins.status = 'cancelled') + (SELECT count(*) FROM cl WHERE cl.status = 'cancelled') AS cancelled
+  FROM up`;
+
+/**
+ * A command both issued and closed by this write gets its final status at insertion; the other
+ * closes are updates of existing rows. The first close of a command wins, as one by one.
+ */
+function mergeCloses(commands: Command[], closes: DecisionWrite['closes']) {
+  const issued = new Set(commands.map((c) => c.command_id));
+  const atInsert = new Map<number, CloseStatus>();
+  const updates: DecisionWrite['closes'] = [];
+  for (const c of closes) {
+    if (issued.has(c.command_id)) {
+      if (!atInsert.has(c.command_id)) atInsert.set(c.command_id, c.status);
+    } else {
+      updates.push(c);
+    }
+  }
+  return { atInsert, updates };
+}
+
+export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<DecisionWritten> {
+  const { atInsert, updates } = mergeCloses(w.commands, w.closes);
+  const events = w.events.map((e, i) => ({
+    seq: w.firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload: e.payload ?? {},
+  }));
+  const commands = w.commands.map((c) => ({
+    command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
+    // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
+    delay_ms: Math.max(0, (c.available_at ?? w.nowMs) - w.nowMs),
+    status: atInsert.get(c.command_id) ?? null,
+  }));
+  const x = w.execution;
+  const { rows } = await q.query<{ updated_at: Date; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
+    name: 'playflow.write_decision',
+    text: SQL,
+    values: [
+      w.executionId, JSON.stringify(events), JSON.stringify(commands), JSON.stringify(updates),
+      x.status, x.result === null ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error), JSON.stringify(x.steps), x.terminal,
+      w.snapshot ? w.snapshot.seq : null, w.snapshot ? JSON.stringify(w.snapshot.state) : null,
+    ],
+  });
+  const r = rows[0];
+  if (!r) throw new Error(`execution ${w.executionId} not found while writing its decision`);
+  return {
+    inserted: r.inserted.map((i) => ({ ...i, execution_id: w.executionId })),
+    cancelled: Number(r.cancelled),
+    updated_at: r.updated_at,
+    finished_at: r.finished_at,
+  };
+}
