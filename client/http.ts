@@ -10,7 +10,7 @@
  * IDs are accepted as string, number or bigint and always sent as decimal strings.
  */
 import type {
-  CatalogEntryView, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
+  CatalogEntryView, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
   ExecutionList, ExecutionStatusName, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse,
   PlaybookList, PostgresExecuteResponse, QueueStats, RegisterPlaybookResponse, RunRequest, RunResponse,
   RuntimeList, RuntimeRegisterRequest, StatusOk, WorkerEvent,
@@ -168,9 +168,13 @@ export class PlayflowClient {
     return this.request('GET', `/api/events/${idPath(id)}`, { query: opts });
   }
 
-  /** POST /api/v2/events with one event or a batch. */
-  sendEvents(events: WorkerEvent | WorkerEvent[]): Promise<EventsAck> {
+  /**
+   * POST /api/v2/events with one event or a batch. `claimNext`: lease the commands the last event
+   * issues to this worker and return them in `claimed` (eager dispatch; sent as a batch).
+   */
+  sendEvents(events: WorkerEvent | WorkerEvent[], opts: { claimNext?: ClaimNextRequest } = {}): Promise<EventsAck> {
     const list = (Array.isArray(events) ? events : [events]).map(normaliseEvent);
+    if (opts.claimNext) return this.request('POST', '/api/v2/events', { body: { events: list, claim_next: opts.claimNext } });
     return this.request('POST', '/api/v2/events', { body: list.length === 1 ? list[0] : { events: list } });
   }
 

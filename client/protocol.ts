@@ -87,6 +87,22 @@ export interface EventsAck {
   accepted: number;
   duplicates: number;
   commands: number;
+  /** Commands leased to the caller by `claim_next` (present when it was asked, possibly empty). */
+  claimed?: ClaimedCommand[];
+}
+
+/**
+ * Eager dispatch, asked with a batch of events (`{events, claim_next}`): commands that the batch's
+ * last event issues and that are due now are leased to `worker_id` in the same transaction (their
+ * `action_started` recorded, no notification published) and returned in `EventsAck.claimed`, at
+ * most `max` (default 1, at most 16). A worker asks for it with the call.done of the command whose
+ * slot it is freeing, so a sequential chain runs without a notification and a claim per step.
+ */
+export interface ClaimNextRequest {
+  worker_id: string;
+  /** As ClaimRequest.lease_seconds. */
+  lease_seconds?: number;
+  max?: number;
 }
 
 /** POST /api/v2/execute and /api/run/playbook. */

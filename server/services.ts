@@ -6,8 +6,8 @@
 import type pg from 'pg';
 import type { Json, JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimRequest, ClaimedCommand, EventView, EventsAck, HeartbeatRequest, HeartbeatResponse, Id, QueueStats,
-  RunRequest, RunResponse, WorkerEvent,
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, HeartbeatRequest, HeartbeatResponse, Id,
+  QueueStats, RunRequest, RunResponse, WorkerEvent,
 } from '../client/protocol.js';
 import type { ExecutionStatus, StepSummary } from './engine/contract.js';
 import type { CredentialService } from './secrets/credentials.js';
@@ -79,7 +79,8 @@ export interface ExecutionService {
   /** Ordered by seq; `after` is the last seq already seen. */
   events(executionId: Id, opts?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next_after: number | null }>;
   /** Each event is applied in its execution's transaction; duplicates are counted, not applied. */
-  handleEvents(events: WorkerEvent[]): Promise<EventsAck>;
+  /** `claimNext`: eager dispatch of the commands the last event issues (ClaimNextRequest). */
+  handleEvents(events: WorkerEvent[], opts?: { claimNext?: ClaimNextRequest }): Promise<EventsAck>;
   claim(queueId: Id, req: ClaimRequest): Promise<ClaimedCommand>;
   heartbeat(queueId: Id, req: HeartbeatRequest): Promise<HeartbeatResponse>;
   cancel(executionId: Id): Promise<ExecutionRecord>;

@@ -7,10 +7,12 @@
  * - POST /api/v2/events (alias POST /api/events): one event `{execution_id, step, name, payload,
  *   queue_id?, worker_id?}` or `{events: [...]}` (1..1000) → EventsAck `{status: 'ok', accepted,
  *   duplicates, commands}`. The spec's worker flow uses /api/v2/events; it is the canonical path.
+ *   A batch may carry `claim_next {worker_id, lease_seconds?, max?}` (eager dispatch, see
+ *   ClaimNextRequest): the ack then has `claimed`, the commands leased to that worker.
  */
 import type { FastifyInstance } from 'fastify';
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { WorkerEvent } from '../../client/protocol.js';
+import type { ClaimNextRequest, WorkerEvent } from '../../client/protocol.js';
 import { notFound } from '../errors.js';
 import type { AppContext } from './context.js';
 import { idParams } from './executions.js';
@@ -32,10 +34,24 @@ export const eventSchema = {
   },
 } as const;
 
+const claimNextSchema = {
+  type: 'object',
+  required: ['worker_id'],
+  description: 'eager dispatch: lease the due commands the last event issues to this worker and return them in `claimed`',
+  properties: {
+    worker_id: { type: 'string', minLength: 1, maxLength: 200 },
+    lease_seconds: { type: 'number', exclusiveMinimum: 0 },
+    max: { type: 'integer', minimum: 1, maximum: 16, default: 1 },
+  },
+} as const;
+
 const batchSchema = {
   type: 'object',
   required: ['events'],
-  properties: { events: { type: 'array', minItems: 1, maxItems: 1000, items: eventSchema } },
+  properties: {
+    events: { type: 'array', minItems: 1, maxItems: 1000, items: eventSchema },
+    claim_next: claimNextSchema,
+  },
 } as const;
 
 /**
@@ -78,7 +94,7 @@ export async function eventRoutes(app: FastifyInstance, { deps }: AppContext) {
   });
 
   for (const url of ['/api/v2/events', '/api/events']) {
-    app.post<{ Body: WorkerEvent | { events: WorkerEvent[] } }>(url, {
+    app.post<{ Body: WorkerEvent | { events: WorkerEvent[]; claim_next?: ClaimNextRequest } }>(url, {
       schema: routeSchema(TAG, url === '/api/v2/events' ? 'Report events (one, or {events: [...]})' : 'Report events (alias of /api/v2/events)', {
         body: { oneOf: [eventSchema, batchSchema] },
         response: { 200: ref('EventsAck'), ...errors(400, 404) },
@@ -97,7 +113,8 @@ export async function eventRoutes(app: FastifyInstance, { deps }: AppContext) {
         if (e.worker_id !== undefined) ev.worker_id = e.worker_id;
         return ev;
       });
-      return deps.executions.handleEvents(events);
+      const claimNext = 'events' in req.body ? req.body.claim_next : undefined;
+      return deps.executions.handleEvents(events, claimNext ? { claimNext } : {});
     });
   }
 }

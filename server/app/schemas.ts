@@ -221,6 +221,7 @@ export const sharedSchemas = [
       accepted: { type: 'integer' },
       duplicates: { type: 'integer' },
       commands: { type: 'integer', description: 'commands queued as a result' },
+      claimed: { type: 'array', items: { $ref: 'ClaimedCommand#' }, description: 'with claim_next: the commands leased to its worker' },
     },
   },
   {

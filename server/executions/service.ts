@@ -13,7 +13,7 @@
  * Nothing lives in memory but a cache of immutable catalog rows; any replica can serve any call.
  */
 import type pg from 'pg';
-import type { ClaimedCommand, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
+import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
 import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
 import { effectiveWorkload } from '../engine/context.js';
 import { TERMINAL_STATUSES, type Command, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
@@ -26,7 +26,7 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
-import { writeDecision, type CloseStatus } from '../store/decision.js';
+import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
 import { parseId } from '../store/sql.js';
 import { apiVarsObject, type ApiVarRow } from '../store/vars.js';
 import { clampInt } from '../store/catalog-service.js';
@@ -110,11 +110,19 @@ interface Applied {
 
 /** What one caller of the group commit waits for. */
 type BatchRequest =
-  | { kind: 'event'; event: EngineEvent }
+  | { kind: 'event'; event: EngineEvent; claimNext?: EagerClaim }
   | { kind: 'claim'; queueId: string; commandId: number; workerId: string; lease: number };
 type BatchItem = BatchRequest & { resolve: (v: any) => void; reject: (e: unknown) => void };
-/** An event's share of a group commit (its EventsAck counts). */
-interface EventOutcome { recorded: boolean; commands: number }
+/** An event's share of a group commit (its EventsAck counts, and its eager claims). */
+interface EventOutcome { recorded: boolean; commands: number; claimed?: ClaimedCommand[] }
+/** claim_next of an events request, validated. */
+interface EagerClaim { workerId: string; lease: number; max: number }
+
+/**
+ * What BEGIN brought back (see prelude): the log's last seq, the API vars when the hooks can send
+ * their query with it, and queue ids reserved for eager claims.
+ */
+interface Peek { lastSeq: number; vars?: JsonObject; queueIds: string[] }
 type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };
 
 /** Most events and claims of one execution applied in one group-commit transaction. */
@@ -263,8 +271,9 @@ export class PgExecutionService implements ExecutionService {
 
   // ---------------------------------------------------------------------------------- events
 
-  async handleEvents(events: WorkerEvent[]): Promise<EventsAck> {
+  async handleEvents(events: WorkerEvent[], opts: { claimNext?: ClaimNextRequest } = {}): Promise<EventsAck> {
     if (!Array.isArray(events) || events.length === 0) throw badRequest('no events given');
+    const eager = opts.claimNext ? this.eagerClaim(opts.claimNext) : undefined;
     const prepared = events.map((e, i) => {
       const where = events.length > 1 ? ` (events[${i}])` : '';
       if (!isObject(e)) throw badRequest(`an event must be an object${where}`);
@@ -315,18 +324,21 @@ export class PgExecutionService implements ExecutionService {
     }
 
     const ack: EventsAck = { status: 'ok', accepted: 0, duplicates: 0, commands: 0 };
-    for (const p of prepared) {
+    if (eager) ack.claimed = [];
+    for (const [i, p] of prepared.entries()) {
       const q = p.queueId ? qmap.get(p.queueId) : undefined;
       const payload = { ...p.payload };
       if (q) payload.meta = { ...(isObject(payload.meta) ? payload.meta : {}), queue_id: p.queueId, ...(p.workerId ? { worker_id: p.workerId } : {}) };
       const event: EngineEvent = { name: p.name, step: q ? q.step : p.step, payload }; // the queue row's step is authoritative
       if (q) event.command_id = q.command_id;
       const end = metrics.eventHandling.startTimer({ event: p.name });
-      const applied = await this.enqueue<EventOutcome>(p.executionId, { kind: 'event', event });
+      const claimNext = eager && i === prepared.length - 1 ? eager : undefined;
+      const applied = await this.enqueue<EventOutcome>(p.executionId, { kind: 'event', event, claimNext });
       end();
       if (applied.recorded) ack.accepted++;
       else ack.duplicates++;
       ack.commands += applied.commands;
+      if (applied.claimed) ack.claimed!.push(...applied.claimed);
     }
     return ack;
   }
@@ -486,6 +498,13 @@ export class PgExecutionService implements ExecutionService {
     return w;
   }
 
+  private eagerClaim(req: ClaimNextRequest): EagerClaim {
+    if (req === null || typeof req !== 'object' || Array.isArray(req)) throw badRequest('claim_next must be an object');
+    const max = req.max ?? 1;
+    if (!Number.isInteger(max) || max < 1 || max > 16) throw badRequest('claim_next.max must be an integer from 1 to 16');
+    return { workerId: this.workerId(req), lease: this.leaseSeconds(req.lease_seconds), max };
+  }
+
   private leaseSeconds(v: unknown): number {
     if (v === undefined || v === null) return this.defaultLease;
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw badRequest('lease_seconds must be a positive number');
@@ -544,10 +563,25 @@ export class PgExecutionService implements ExecutionService {
     }
   }
 
-  /** Sent with a group commit's BEGIN: the lock, the log's last seq and, when the hooks can, the API vars. */
-  private prelude(executionId: string): string {
+  /**
+   * Sent with a group commit's BEGIN: the lock, the log's last seq, the API vars when the hooks can
+   * give their query, and `reserve` queue ids for eager claims (an action_started names its
+   * queue_id before the row is written; ids unused are gaps, as a rolled-back insert leaves).
+   */
+  private prelude(executionId: string, reserve: number): { sql: string; read: (results: pg.QueryResult[]) => Peek } {
+    const parts = [lockPrelude(executionId)];
     const vars = this.hooks.loadVarsSql?.(executionId);
-    return vars ? `${lockPrelude(executionId)}; ${vars}` : lockPrelude(executionId);
+    if (vars) parts.push(vars);
+    if (reserve > 0) parts.push(`SELECT nextval(pg_get_serial_sequence('queue', 'queue_id'))::text AS id FROM generate_series(1, ${Math.floor(reserve)})`);
+    return {
+      sql: parts.join('; '),
+      // results: [lock, last seq, vars?, ids?]
+      read: (r) => ({
+        lastSeq: Number(r[1]?.rows[0]?.last_seq ?? 0),
+        vars: vars ? apiVarsObject(r[2].rows as ApiVarRow[]) : undefined,
+        queueIds: reserve > 0 ? r[vars ? 3 : 2].rows.map((x: { id: string }) => x.id) : [],
+      }),
+    };
   }
 
   private async playbookFor(client: pg.PoolClient, catalogId: string): Promise<Playbook> {
@@ -565,10 +599,10 @@ export class PgExecutionService implements ExecutionService {
    * log, else the snapshot + newer events, else the whole log. `peek` is the lock and the log's last
    * seq already taken with BEGIN (lockPrelude) by the caller.
    */
-  private async lockAndLoad(client: pg.PoolClient, executionId: string, peek?: pg.QueryResult[]): Promise<Loaded | null> {
+  private async lockAndLoad(client: pg.PoolClient, executionId: string, peek?: Peek): Promise<Loaded | null> {
     let lastSeq: number;
     if (peek) {
-      lastSeq = Number(peek[1]?.rows[0]?.last_seq ?? 0);
+      lastSeq = peek.lastSeq;
     } else {
       await lock(client, executionId);
       lastSeq = await eventStore.lastSeq(client, executionId);
@@ -642,7 +676,10 @@ export class PgExecutionService implements ExecutionService {
    * due, the snapshot in one statement. Notifications, the cache entry and the queue rows' ids
    * wait in ctx for the commit.
    */
-  private async write(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, state: ExecutionStateView, events: EngineEvent[], commands: Command[], closes: Map<number, CloseStatus>, now: number): Promise<{ row: ExecutionRow; inserted: queueStore.InsertedCommand[] }> {
+  private async write(
+    client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, state: ExecutionStateView, events: EngineEvent[], commands: Command[],
+    closes: Map<number, CloseStatus>, now: number, leases?: Map<number, EagerLease>,
+  ): Promise<{ row: ExecutionRow; inserted: queueStore.InsertedCommand[] }> {
     const id = loaded.row.execution_id;
     const seq = loaded.seq + events.length;
     const terminal = isTerminal(state.status);
@@ -650,7 +687,7 @@ export class PgExecutionService implements ExecutionService {
     const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
     const written = await writeDecision(client, {
       executionId: id, firstSeq: loaded.seq + 1, events, commands, nowMs: now,
-      closes: [...closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot,
+      closes: [...closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases,
     });
     if (written.inserted.length) metrics.commandsIssued.inc(written.inserted.length);
     if (written.cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, written.cancelled);
@@ -718,7 +755,9 @@ export class PgExecutionService implements ExecutionService {
     let ctx: TxCtx;
     const t0 = performance.now();
     try {
-      ({ value: outcomes, ctx } = await this.runTx((client, c, peek) => this.applyBatch(client, c, executionId, batch, peek), { begin: this.prelude(executionId) }));
+      const reserve = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+      const prelude = this.prelude(executionId, reserve);
+      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)), { begin: prelude.sql }));
     } catch (err) {
       if (batch.length === 1) {
         batch[0].reject(err);
@@ -748,12 +787,12 @@ export class PgExecutionService implements ExecutionService {
    * in memory, so a later claim of one is refused exactly as if each request had its own
    * transaction.
    */
-  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[], peek: pg.QueryResult[]): Promise<ItemOutcome[]> {
+  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[], peek: Peek): Promise<ItemOutcome[]> {
     const loaded = await this.lockAndLoad(client, id, peek);
     if (!loaded) return batch.map(() => ({ ok: false, err: notFound(`execution ${id} not found`) }));
     if (!loaded.state) throw new Error(`execution ${id} has no events`);
     const now = this.now();
-    let externalVars = peek[2] ? apiVarsObject(peek[2].rows as ApiVarRow[]) : await this.hooks.loadVars(client, id);
+    let externalVars = peek.vars ?? await this.hooks.loadVars(client, id);
     let varsChanged = false;
     let state = loaded.state;
     const wasTerminal = isTerminal(loaded.row.status);
@@ -764,6 +803,9 @@ export class PgExecutionService implements ExecutionService {
     const closes = new Map<number, CloseStatus>();
     let changed = false;
     const outcomes: ItemOutcome[] = [];
+    /** Commands leased at insertion (eager claims), with the ids reserved for them in the prelude. */
+    const leases = new Map<number, EagerLease>();
+    const reserved = [...peek.queueIds];
 
     /** Leases taken for a run of consecutive claims (one UPDATE), by batch index. */
     const leased = new Map<number, QueueRow | null>();
@@ -816,6 +858,29 @@ export class PgExecutionService implements ExecutionService {
       }
       if (decision.events.length || decision.commands.length) changed = true;
       state = decision.state;
+      if (item.kind === 'event' && item.claimNext) {
+        outcome.claimed = [];
+        for (const c of decision.commands) {
+          if (outcome.claimed.length >= item.claimNext.max || reserved.length === 0 || isTerminal(state.status)) break;
+          if ((c.available_at ?? now) > now) continue;
+          const lease: EagerLease = { queue_id: reserved.shift()!, worker_id: item.claimNext.workerId, lease_until: new Date(now + item.claimNext.lease * 1000) };
+          const started = this.engine.handle(state, loaded.playbook, {
+            name: 'action_started', step: c.step, command_id: c.command_id,
+            payload: { queue_id: lease.queue_id, worker_id: lease.worker_id, delivery: 1, lease_until: lease.lease_until.toISOString() },
+          }, this.input(now, externalVars));
+          if (started.events.length === 0) continue;
+          events.push(...started.events);
+          state = started.state;
+          leases.set(c.command_id, lease);
+          metrics.commandsClaimed.inc();
+          const row: QueueRow = {
+            queue_id: lease.queue_id, execution_id: id, command_id: c.command_id, step: c.step, command: c, status: 'leased', attempts: 1,
+            max_deliveries: c.max_deliveries ?? 3, available_at: new Date(now), lease_until: lease.lease_until, worker_id: lease.worker_id,
+            heartbeat_at: new Date(now), published_at: null, created_at: new Date(now), finished_at: null,
+          };
+          outcome.claimed.push(this.claimedCommand(loaded.playbook, loaded.row, row, { ...(state.vars ?? {}), ...externalVars }));
+        }
+      }
       outcomes.push({
         ok: true,
         value: claimed ? this.claimedCommand(loaded.playbook, loaded.row, claimed, { ...(state.vars ?? {}), ...externalVars }) : outcome,
@@ -823,10 +888,18 @@ export class PgExecutionService implements ExecutionService {
     }
     if (!changed) return outcomes;
 
-    const { row, inserted } = await this.write(client, ctx, loaded, state, events, commands, closes, now);
+    const { row, inserted } = await this.write(client, ctx, loaded, state, events, commands, closes, now, leases);
     for (const c of inserted) {
       const o = issuedBy.get(c.command_id);
       if (o) o.commands++;
+    }
+    if (leases.size) {
+      // an eager claim holds only if its row went in leased: not skipped as a duplicate command,
+      // not closed by a later event of this batch
+      const ok = new Set(inserted.filter((c) => !closes.has(c.command_id)).map((c) => c.queue_id));
+      for (const o of outcomes) {
+        if (o.ok && 'claimed' in o.value && o.value.claimed) o.value.claimed = o.value.claimed.filter((c) => ok.has(String(c.queue_id)));
+      }
     }
     if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
     return outcomes;

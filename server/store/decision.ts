@@ -15,6 +15,13 @@ import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
 
+/** A new command leased to a worker as it is inserted (eager dispatch), under a reserved queue id. */
+export interface EagerLease {
+  queue_id: string;
+  worker_id: string;
+  lease_until: Date;
+}
+
 export interface DecisionWrite {
   executionId: string;
   /** seq of events[0]; the rest follow consecutively. */
@@ -29,6 +36,8 @@ export interface DecisionWrite {
   execution: { status: ExecutionStatus; result: Json | null; error: Json | null; steps: Record<string, StepSummary>; terminal: boolean };
   /** Folded state to cache as of `seq`; omitted: the snapshot row is left as it is. */
   snapshot?: { seq: number; state: unknown };
+  /** New commands inserted leased (attempt 1) instead of queued, by command id. */
+  leases?: Map<number, EagerLease>;
 }
 
 export interface DecisionWritten {
@@ -47,11 +56,16 @@ WITH ev AS (
     FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb)
    ORDER BY e.seq
 ), ins AS (
-  INSERT INTO queue (execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at)
-  SELECT $1, c.command_id, c.step, c.cmd, GREATEST(COALESCE(c.max_deliveries, 3), 1),
-         now() + make_interval(secs => c.delay_ms / 1000.0),
-         COALESCE(c.status, 'queued'), CASE WHEN c.status IS NULL THEN NULL ELSE now() END
-    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision, status text)
+  INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
+                     attempts, worker_id, lease_until, heartbeat_at)
+  SELECT COALESCE(c.queue_id, nextval(pg_get_serial_sequence('queue', 'queue_id'))), $1, c.command_id, c.step, c.cmd,
+         GREATEST(COALESCE(c.max_deliveries, 3), 1), now() + make_interval(secs => c.delay_ms / 1000.0),
+         COALESCE(c.status, CASE WHEN c.worker_id IS NULL THEN 'queued' ELSE 'leased' END),
+         CASE WHEN c.status IS NULL THEN NULL ELSE now() END,
+         CASE WHEN c.worker_id IS NULL THEN 0 ELSE 1 END, c.worker_id,
+         CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END
+    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
+                                            status text, queue_id bigint, worker_id text, lease_until timestamptz)
   ON CONFLICT (execution_id, command_id) DO NOTHING
   RETURNING queue_id, step, command_id, status, status = 'queued' AND available_at <= now() AS due
 ), cl AS (
@@ -92,6 +106,10 @@ function mergeCloses(commands: Command[], closes: DecisionWrite['closes']) {
   return { atInsert, updates };
 }
 
+function leaseOf(l: EagerLease | undefined) {
+  return l ? { queue_id: l.queue_id, worker_id: l.worker_id, lease_until: l.lease_until.toISOString() } : {};
+}
+
 export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<DecisionWritten> {
   const { atInsert, updates } = mergeCloses(w.commands, w.closes);
   const events = w.events.map((e, i) => ({
@@ -102,6 +120,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
     delay_ms: Math.max(0, (c.available_at ?? w.nowMs) - w.nowMs),
     status: atInsert.get(c.command_id) ?? null,
+    ...leaseOf(w.leases?.get(c.command_id)),
   }));
   const x = w.execution;
   const { rows } = await q.query<{ updated_at: Date; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
