@@ -18,6 +18,8 @@
  * | pythonPoolSize     | WORKER_PYTHON_POOL_SIZE                                  | min(concurrency, 4) |
  * | pythonMaxCalls     | WORKER_PYTHON_MAX_CALLS (recycle an interpreter after)   | 200 |
  * | fileRoot           | WORKER_FILE_ROOT (confine the file tool)                 | none |
+ * | eagerDispatch      | WORKER_EAGER_DISPATCH (on/off: take the next command      | on |
+ * |                    | with call.done, see ClaimNextRequest)                    |    |
  * | logLevel           | LOG_LEVEL                                                | info |
  *
  * Read directly by the tools: PLAYFLOW_PYTHON (interpreter, default python3), SMTP_HOST,
@@ -42,6 +44,7 @@ export interface WorkerConfig {
   pythonPoolSize: number;
   pythonMaxCalls: number;
   fileRoot?: string;
+  eagerDispatch: boolean;
   logLevel: LogLevel;
 }
 
@@ -60,6 +63,14 @@ function positive(env: Env, name: string, dflt: number, { integer = true, min = 
     throw new ConfigError(name, `expected ${integer ? 'an integer' : 'a number'} >= ${min}, got ${JSON.stringify(raw)}`);
   }
   return n;
+}
+
+function onOff(env: Env, name: string, dflt: boolean): boolean {
+  const raw = get(env, name)?.toLowerCase();
+  if (raw === undefined) return dflt;
+  if (['on', 'true', '1', 'yes'].includes(raw)) return true;
+  if (['off', 'false', '0', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `expected on or off, got ${JSON.stringify(raw)}`);
 }
 
 export function loadWorkerConfig(env: Env = process.env, overrides: Partial<WorkerConfig> = {}): WorkerConfig {
@@ -93,6 +104,7 @@ export function loadWorkerConfig(env: Env = process.env, overrides: Partial<Work
     pythonPoolSize: positive(env, 'WORKER_PYTHON_POOL_SIZE', Math.min(concurrency, 4)),
     pythonMaxCalls: positive(env, 'WORKER_PYTHON_MAX_CALLS', 200),
     fileRoot: get(env, 'WORKER_FILE_ROOT'),
+    eagerDispatch: onOff(env, 'WORKER_EAGER_DISPATCH', true),
     logLevel: logLevel as LogLevel,
     ...overrides,
   };

@@ -42,6 +42,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandl
     workerId: c.workerId,
     concurrency: c.concurrency,
     leaseSeconds: c.leaseSeconds,
+    eagerDispatch: c.eagerDispatch,
     heartbeatSeconds: c.heartbeatSeconds,
     graceSeconds: c.graceSeconds,
     metricsPort: metricsEnabled && c.metricsPort !== 0 ? c.metricsPort : undefined,

@@ -83,9 +83,15 @@ export interface WorkerRuntimeOptions {
   metrics?: WorkerMetrics;
   /** Largest `meta.log` sent with call.done (characters). Default 65536. */
   maxLogChars?: number;
+  /**
+   * Eager dispatch (default true): call.done asks for the next command it issues (claim_next) and
+   * the worker runs it in the slot it just freed, with no notification and no claim round trip.
+   */
+  eagerDispatch?: boolean;
 }
 
 interface InFlight {
+  /** The notification; for an eagerly dispatched command a stand-in whose settling does nothing. */
   msg: BrokerMessage;
   cmd?: ClaimedCommand;
   ac: AbortController;
@@ -96,6 +102,25 @@ interface InFlight {
 const NAK_BASE_MS = 1000;
 const NAK_MAX_MS = 10_000;
 const SHUTDOWN_NAK_DELAY_MS = 2000;
+
+/**
+ * The stand-in message of a command received with a call.done answer (eager dispatch): there is no
+ * broker message to ack or nak. Should such a command fail on the worker's side, its lease lapses
+ * and the server queues and publishes it again, as after a crash.
+ */
+function eagerMessage(cmd: ClaimedCommand): BrokerMessage {
+  const msg: BrokerMessage = {
+    data: { execution_id: String(cmd.execution_id), queue_id: String(cmd.queue_id), step: cmd.step, server_url: '' },
+    info: { deliveryCount: 1, redeliveryCount: 0, redelivered: false },
+    ack() {},
+    nak() {},
+    working() {},
+    term() {},
+  };
+  standIns.add(msg);
+  return msg;
+}
+const standIns = new WeakSet<BrokerMessage>();
 
 /**
  * Auth resolution for one command: the credentials module's resolver (worker/auth.ts, GET
@@ -134,6 +159,7 @@ export class WorkerRuntime {
   private readonly leaseSeconds: number;
   private readonly heartbeatMs: number;
   private readonly graceMs: number;
+  private readonly eagerDispatch: boolean;
   private consumer: ConsumerHandle | null = null;
   private side: SideServer | null = null;
   private runtimeTimer: NodeJS.Timeout | null = null;
@@ -163,6 +189,7 @@ export class WorkerRuntime {
     this.leaseSeconds = opts.leaseSeconds ?? 60;
     this.heartbeatMs = (opts.heartbeatSeconds ?? 10) * 1000;
     this.graceMs = (opts.graceSeconds ?? 30) * 1000;
+    this.eagerDispatch = opts.eagerDispatch ?? true;
   }
 
   get metricsPort(): number | undefined {
@@ -265,6 +292,7 @@ export class WorkerRuntime {
   }
 
   private settle(msg: BrokerMessage, how: 'ack' | 'nak' | 'term', delayMs?: number): void {
+    if (standIns.has(msg)) return;
     this.metrics.messages.inc({ result: how });
     if (how === 'ack') msg.ack();
     else if (how === 'term') msg.term();
@@ -315,6 +343,22 @@ export class WorkerRuntime {
       return;
     }
     this.metrics.claims.inc({ result: 'claimed' });
+    // Each command the server hands back with a call.done runs in this same slot.
+    for (let next: ClaimedCommand | undefined = cmd; next;) {
+      next = await this.execute(f, next);
+      if (next) {
+        this.metrics.claims.inc({ result: 'eager' });
+        f.msg = eagerMessage(next);
+        f.ac = new AbortController();
+        f.reason = undefined;
+      }
+    }
+  }
+
+  /** Runs a claimed command and reports it; returns the next command when the server handed one over. */
+  private async execute(f: InFlight, cmd: ClaimedCommand): Promise<ClaimedCommand | undefined> {
+    const { msg } = f;
+    const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step, delivery: msg.info.deliveryCount };
     f.cmd = cmd;
     if (cmd.tool?.kind === 'playbook') return this.startChild(f, cmd);
 
@@ -328,7 +372,7 @@ export class WorkerRuntime {
       // WorkerFault (or an unexpected throw outside the tool): redeliver.
       this.log.warn({ ...where, err: (err as Error).message }, 'worker-side fault while running the command; nak for redelivery');
       this.settle(msg, 'nak', this.nakDelay(msg));
-      return;
+      return undefined;
     } finally {
       clearInterval(timer);
     }
@@ -337,17 +381,17 @@ export class WorkerRuntime {
     if (f.reason === 'lease_lost') {
       this.log.warn({ ...where, kind }, 'lease lost while the call ran; result dropped');
       this.settle(msg, 'ack');
-      return;
+      return undefined;
     }
     if (f.reason === 'shutdown') {
       // Delayed past the consume loop's last pull, so another worker (not this stopping one) gets it.
       this.log.warn({ ...where, kind }, 'call aborted by shutdown; nak for redelivery');
       this.settle(msg, 'nak', SHUTDOWN_NAK_DELAY_MS);
-      return;
+      return undefined;
     }
     this.metrics.calls.inc({ kind, outcome: outcome.error ? 'error' : 'ok' });
     this.metrics.callDuration.observe({ kind }, durationMs / 1000);
-    await this.report(f, cmd, outcome, durationMs);
+    return this.report(f, cmd, outcome, durationMs);
   }
 
   /**
@@ -421,7 +465,8 @@ export class WorkerRuntime {
     }
   }
 
-  private async report(f: InFlight, cmd: ClaimedCommand, outcome: ToolOutcome, durationMs: number): Promise<void> {
+  /** Reports call.done (with claim_next when eager dispatch is on); returns the command handed back, if any. */
+  private async report(f: InFlight, cmd: ClaimedCommand, outcome: ToolOutcome, durationMs: number): Promise<ClaimedCommand | undefined> {
     const maxLog = this.o.maxLogChars ?? 65_536;
     let log = outcome.log;
     if (log !== undefined && log.length > maxLog) log = `${log.slice(0, maxLog)}\n[log truncated: ${log.length} characters]`;
@@ -439,10 +484,11 @@ export class WorkerRuntime {
     // than let a redelivery run it again.
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.o.client.sendEvents([event]);
+        const eager = this.eagerDispatch && !this.stopping;
+        const ack = await this.o.client.sendEvents([event], eager ? { claimNext: { worker_id: this.workerId, lease_seconds: this.leaseSeconds } } : undefined);
         this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}) }, 'call.done reported');
         this.settle(f.msg, 'ack');
-        return;
+        return eager ? ack?.claimed?.[0] : undefined;
       } catch (err) {
         if (err instanceof ApiError && err.status === 413 && !(event.payload.error && (event.payload.error as JsonObject).code === 'too_large')) {
           // The result does not fit the server's body limit: the call fails with that reason
@@ -456,12 +502,12 @@ export class WorkerRuntime {
         if (!isTransient(err)) {
           this.log.warn({ ...where, err: (err as Error).message }, 'call.done rejected by the server; dropping it');
           this.settle(f.msg, 'ack');
-          return;
+          return undefined;
         }
         if (attempt >= 5 || this.stopping) {
           this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done; nak (the lease expires and the server re-issues the command)');
           this.settle(f.msg, 'nak', this.nakDelay(f.msg));
-          return;
+          return undefined;
         }
         f.msg.working();
         await new Promise((r) => setTimeout(r, 500 * 2 ** (attempt - 1)));
@@ -469,29 +515,27 @@ export class WorkerRuntime {
     }
   }
 
-  private async startChild(f: InFlight, cmd: ClaimedCommand): Promise<void> {
+  private async startChild(f: InFlight, cmd: ClaimedCommand): Promise<ClaimedCommand | undefined> {
     const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step };
     const tool = cmd.tool;
     const path = cmd.child?.path ?? (typeof tool.path === 'string' ? tool.path : undefined);
     const payload = cmd.child?.payload ?? (isObject(tool.args) ? tool.args : isObject(tool.with) ? tool.with : {});
-    if (!path) {
-      await this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
-      return;
-    }
+    if (!path) return this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
     try {
       const r = await this.o.client.run({ path, payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id });
       this.metrics.children.inc();
       this.log.info({ ...where, child_execution_id: r.execution_id, path }, 'child playbook started');
       this.settle(f.msg, 'ack');
+      return undefined; // the parent step's call.done comes from the child's end
     } catch (err) {
       if (isTransient(err)) {
         this.log.warn({ ...where, err: (err as Error).message }, 'cannot start the child playbook (server-side fault); nak');
         this.settle(f.msg, 'nak', this.nakDelay(f.msg));
-        return;
+        return undefined;
       }
       // The server refused (unknown path, invalid payload): the parent step fails with that error.
       const e = err as ApiError;
-      await this.report(f, cmd, { error: { message: `cannot start playbook ${path}: ${e.message}`, status: e.status, code: e.code, ...(e.details !== undefined ? { data: e.details as Json } : {}) } }, 0);
+      return this.report(f, cmd, { error: { message: `cannot start playbook ${path}: ${e.message}`, status: e.status, code: e.code, ...(e.details !== undefined ? { data: e.details as Json } : {}) } }, 0);
     }
   }
 }

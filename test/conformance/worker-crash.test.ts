@@ -28,6 +28,27 @@ workflow:
       args: { marker: "{{ workload.marker }}" }
 `;
 
+/** The same slow call as the second step: the first worker gets it with its call.done (eager dispatch). */
+const chained = `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: chained_slow_python, path: conformance/chained_slow_python }
+workflow:
+  - step: quick
+    tool: { kind: python, code: "result = 1" }
+    next: [{ step: slow }]
+  - step: slow
+    tool:
+      kind: python
+      code: |
+        import os, time
+        def main(marker):
+            with open(marker, "a") as f:
+                f.write(str(os.getppid()) + "\\n")
+            time.sleep(3)
+            return {"done_by": os.getppid()}
+      args: { marker: "{{ workload.marker }}" }
+`;
+
 let h: Harness;
 
 async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
@@ -93,5 +114,35 @@ describe('worker crash', () => {
     expect(readFileSync(marker, 'utf8').trim().split('\n').length).toBe(2);
     const after = JSON.parse((await h.cli(['execution', 'status', executionId, '--output', 'json'])).stdout);
     expect(after.status).toBe('completed');
+  }, 150_000);
+
+  it('a command a worker took with its call.done (no notification) runs again elsewhere when that worker dies', async () => {
+    const file = path.join(h.tmp, 'chained.yaml');
+    writeFileSync(file, chained);
+    expect((await h.cli(['catalog', 'register', 'playbook', file])).code).toBe(0);
+    const marker = path.join(h.tmp, 'chained-runs.txt');
+    for (const w of h.workers) if (w.exitCode === null) w.kill('SIGKILL'); // the first test's second worker
+
+    const first = await h.startWorker();
+    const run = await h.cli(['run', 'playbook', 'conformance/chained_slow_python', '--payload', JSON.stringify({ marker }), '--output', 'json']);
+    const executionId = JSON.parse(run.stdout).execution_id as string;
+    await until('the slow step to start', () => existsSync(marker) && readFileSync(marker, 'utf8').trim().length > 0);
+
+    // The slow step's row was leased as it was inserted: never published, one attempt, first worker's.
+    const { rows } = await h.server.core.deps.db.pool.query(
+      `SELECT step, status, attempts, published_at, worker_id FROM queue WHERE execution_id = $1 ORDER BY queue_id`, [executionId]);
+    expect(rows.map((r) => [r.step, r.status, r.attempts])).toEqual([['quick', 'done', 1], ['slow', 'leased', 1]]);
+    expect(rows[1].published_at).toBeNull();
+    expect(rows[1].worker_id).toBe(rows[0].worker_id);
+
+    first.kill('SIGKILL');
+    const second = await h.startWorker();
+    const status = await until('the execution to end', async () => {
+      const x = JSON.parse((await h.cli(['execution', 'status', executionId, '--output', 'json'])).stdout);
+      return ['completed', 'failed'].includes(x.status) ? x : undefined;
+    }, 90_000);
+    expect(status.status).toBe('completed');
+    expect(readFileSync(marker, 'utf8').trim().split('\n').map(Number)).toEqual([first.pid, second.pid]);
+    expect(status.result).toEqual({ done_by: second.pid });
   }, 150_000);
 });
