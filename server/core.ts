@@ -51,6 +51,8 @@ export interface ServerCoreConfig {
   snapshots?: boolean;
   /** Snapshot every N appended events (default 20; always at the end). */
   snapshotEvery?: number;
+  /** ...or every fraction of the last snapshot's seq when that is more (default 0.5; see ExecutionServiceOptions). */
+  snapshotGrowth?: number;
   /** Executions whose latest state this process keeps in memory (default 1000; 0 disables). */
   stateCacheSize?: number;
   defaultLeaseSeconds?: number;
@@ -99,7 +101,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const outbox = new Outbox(db, broker, config.serverUrl, log);
   const executions = new PgExecutionService({
     db, engine: config.engine ?? defaultEngine, outbox, hooks, logger: log, snapshots: config.snapshots,
-    snapshotEvery: config.snapshotEvery, stateCacheSize: config.stateCacheSize,
+    snapshotEvery: config.snapshotEvery, snapshotGrowth: config.snapshotGrowth, stateCacheSize: config.stateCacheSize,
     defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds,
   });
   const runtime = new PgRuntimeService(db);

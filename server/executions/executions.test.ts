@@ -400,7 +400,7 @@ workflow:
 
   it('a snapshot after every event and no process cache give the same execution', async () => {
     const json = (v: unknown) => JSON.parse(JSON.stringify(v));
-    const strict = await testCore(tdb.url, { snapshotEvery: 1, stateCacheSize: 0, serverName: 'strict' });
+    const strict = await testCore(tdb.url, { snapshotEvery: 1, snapshotGrowth: 0, stateCacheSize: 0, serverName: 'strict' });
     try {
       const run = await strict.deps.executions.start({ path: 't/chain3' });
       let n = 0;

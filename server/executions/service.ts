@@ -48,6 +48,13 @@ export interface ExecutionServiceOptions {
    * the few newer events.
    */
   snapshotEvery?: number;
+  /**
+   * The spacing also grows to this fraction of the snapshot's own seq (default 0.5; 0 keeps it
+   * fixed). A large loop's state grows with its events, so a fixed spacing makes the snapshot
+   * bytes written grow with the square of the loop; a geometric one keeps them linear, and a cold
+   * load still reduces at most that fraction of the log.
+   */
+  snapshotGrowth?: number;
   /** Executions whose latest state is kept in process memory (default 1000; 0 disables). */
   stateCacheSize?: number;
   /** Lease of a claim when the worker asks for none (default 60 s) and the cap (default 3600 s). */
@@ -140,6 +147,7 @@ export class PgExecutionService implements ExecutionService {
   private readonly log: CoreLogger;
   private readonly snapshots: boolean;
   private readonly snapshotEvery: number;
+  private readonly snapshotGrowth: number;
   private readonly stateCacheSize: number;
   /**
    * Latest committed state per execution, an LRU that may be dropped at any time. Used only when
@@ -171,6 +179,7 @@ export class PgExecutionService implements ExecutionService {
     this.log = o.logger ?? silentCoreLogger;
     this.snapshots = o.snapshots ?? true;
     this.snapshotEvery = Math.max(1, o.snapshotEvery ?? 20);
+    this.snapshotGrowth = Math.max(0, o.snapshotGrowth ?? 0.5);
     this.stateCacheSize = Math.max(0, o.stateCacheSize ?? 1000);
     this.defaultLease = o.defaultLeaseSeconds ?? 60;
     this.maxLease = o.maxLeaseSeconds ?? 3600;
@@ -683,7 +692,8 @@ export class PgExecutionService implements ExecutionService {
     const id = loaded.row.execution_id;
     const seq = loaded.seq + events.length;
     const terminal = isTerminal(state.status);
-    const snapshot = this.snapshots && (terminal || seq - loaded.snapSeq >= this.snapshotEvery) ? { seq, state } : undefined;
+    const spacing = Math.max(this.snapshotEvery, Math.floor(loaded.snapSeq * this.snapshotGrowth));
+    const snapshot = this.snapshots && (terminal || seq - loaded.snapSeq >= spacing) ? { seq, state } : undefined;
     const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
     const written = await writeDecision(client, {
       executionId: id, firstSeq: loaded.seq + 1, events, commands, nowMs: now,
