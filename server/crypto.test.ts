@@ -8,11 +8,18 @@ import { KeychainService } from './secrets/keychain.js';
 const b64 = (n: number) => randomBytes(n).toString('base64');
 
 describe('keys and configuration', () => {
-  it('missing key is an error outside dev, a fixed dev key in dev', () => {
+  it('missing key is an error outside dev, one random key per process in dev', () => {
     expect(() => cipherFromEnv({})).toThrow(EncryptionKeyError);
     expect(() => cipherFromEnv({})).toThrow(/PLAYFLOW_ENCRYPTION_KEY is not set/);
     expect(() => cipherFromEnv({ PLAYFLOW_ENCRYPTION_KEY: '  ' })).toThrow(/is not set/);
-    expect(cipherFromEnv({}, { dev: true }).current.id).toMatch(/^[0-9a-f]{8}$/);
+    const dev = cipherFromEnv({}, { dev: true });
+    expect(dev.current.id).toMatch(/^[0-9a-f]{8}$/);
+    const sealed = dev.encrypt({ token: 'x' }, 'credential');
+    expect(cipherFromEnv({}, { dev: true }).decrypt(sealed, 'credential')).toEqual({ token: 'x' }); // same key within the process
+    // not a key anyone knows: the fixed development key of earlier versions does not open it
+    const fixed = new Cipher(parseKey(Buffer.alloc(32, 7).toString('base64')));
+    expect(dev.current.id).not.toBe(fixed.current.id);
+    expect(() => fixed.decrypt(sealed, 'credential')).toThrow();
   });
 
   it('a key that is not base64 or not 32 bytes is refused with a clear message', () => {

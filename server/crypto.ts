@@ -17,8 +17,12 @@ import type pg from 'pg';
 
 const PREFIX = 'pf1';
 const IV_BYTES = 12;
-/** A fixed development key: used only by `playflow dev` and tests when no key is configured. */
-export const DEV_KEY_B64 = Buffer.alloc(32, 7).toString('base64');
+/**
+ * The key of `dev: true` when none is configured (tests): random, made once per process, so no
+ * known key exists in the code and what it encrypts is unreadable by any other process.
+ * `playflow dev` does not use it: it keeps a generated key in its data directory.
+ */
+let ephemeralDevKey: Buffer | undefined;
 
 export class EncryptionKeyError extends Error {
   constructor(message: string) {
@@ -105,13 +109,13 @@ export interface CipherEnv {
 }
 
 /**
- * Builds the cipher from the environment. Outside dev mode the key is required; in dev mode a
- * fixed development key is used when none is set (and said so by the caller's log).
+ * Builds the cipher from the environment. Outside dev mode the key is required; in dev mode this
+ * process's ephemeral key is used when none is set (and said so by the caller's log).
  */
 export function cipherFromEnv(env: CipherEnv = process.env, opts: { dev?: boolean } = {}): Cipher {
   const raw = env.PLAYFLOW_ENCRYPTION_KEY?.trim();
   if (!raw) {
-    if (opts.dev) return new Cipher(parseKey(DEV_KEY_B64));
+    if (opts.dev) return new Cipher(parseKey((ephemeralDevKey ??= randomBytes(32)).toString('base64')));
     throw new EncryptionKeyError(
       'PLAYFLOW_ENCRYPTION_KEY is not set: the server needs a 32-byte base64 key to encrypt credentials (generate one with `openssl rand -base64 32`)',
     );
