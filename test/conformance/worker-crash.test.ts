@@ -11,11 +11,8 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { startHarness, type Harness } from './harness.js';
 
-const playbook = `apiVersion: playflow.io/v2
-kind: Playbook
-metadata: { name: slow_python, path: conformance/slow_python }
-workflow:
-  - step: start
+/** A python call that records which worker ran it (its pid) in a marker file, then takes 3 s. */
+const slowTool = `
     tool:
       kind: python
       code: |
@@ -28,7 +25,13 @@ workflow:
       args: { marker: "{{ workload.marker }}" }
 `;
 
-/** The same slow call as the second step: the first worker gets it with its call.done (eager dispatch). */
+const playbook = `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: slow_python, path: conformance/slow_python }
+workflow:
+  - step: start${slowTool}`;
+
+/** The slow call as the second step: the worker of the first gets it with its call.done (eager dispatch). */
 const chained = `apiVersion: playflow.io/v2
 kind: Playbook
 metadata: { name: chained_slow_python, path: conformance/chained_slow_python }
@@ -36,18 +39,7 @@ workflow:
   - step: quick
     tool: { kind: python, code: "result = 1" }
     next: [{ step: slow }]
-  - step: slow
-    tool:
-      kind: python
-      code: |
-        import os, time
-        def main(marker):
-            with open(marker, "a") as f:
-                f.write(str(os.getppid()) + "\\n")
-            time.sleep(3)
-            return {"done_by": os.getppid()}
-      args: { marker: "{{ workload.marker }}" }
-`;
+  - step: slow${slowTool}`;
 
 let h: Harness;
 
