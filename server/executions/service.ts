@@ -15,9 +15,8 @@
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
 import type { Json, JsonObject, Playbook } from '../../playbook/types.js';
-import { effectiveWorkload } from '../engine/context.js';
 import { TERMINAL_STATUSES, type Command, type Decision, type Engine, type EngineEvent, type EngineInput, type ExecutionStateView, type ExecutionStatus } from '../engine/contract.js';
-import { AppError, badRequest, conflict, gone, notFound } from '../errors.js';
+import { badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as catalogStore from '../store/catalog.js';
@@ -32,6 +31,7 @@ import { apiVarsObject, type ApiVarRow } from '../store/vars.js';
 import { clampInt } from '../store/catalog-service.js';
 import type { Outbox, OutboxItem } from './outbox.js';
 import { Lru } from './lru.js';
+import { claimedCommand, claimRefusal } from './claimed.js';
 import { silentCoreLogger, type CoreLogger } from './types.js';
 
 export interface ExecutionServiceOptions {
@@ -374,36 +374,6 @@ export class PgExecutionService implements ExecutionService {
     // the lock if it is no longer queued. The lease and its `action_started` are written by the
     // execution's next group commit (see enqueue), with whatever else arrived for it meanwhile.
     return this.enqueue<ClaimedCommand>(ref.execution_id, { kind: 'claim', queueId, commandId: ref.command_id, workerId, lease });
-  }
-
-  private claimedCommand(pb: Playbook, row: ExecutionRow, claimed: QueueRow, vars: JsonObject): ClaimedCommand {
-    const cmd = claimed.command;
-    const out: ClaimedCommand = {
-      queue_id: claimed.queue_id,
-      execution_id: row.execution_id,
-      catalog_id: row.catalog_id,
-      parent_execution_id: row.parent_execution_id,
-      root_execution_id: row.root_execution_id,
-      path: row.path,
-      step: claimed.step,
-      command_id: claimed.command_id,
-      attempt: cmd.attempt ?? 1,
-      iteration: cmd.iteration ?? null,
-      tool: cmd.tool,
-      args: cmd.args ?? {},
-      context: {
-        // what templates see: the playbook's workload with the run payload merged over it
-        workload: effectiveWorkload(pb, row.payload ?? {}),
-        vars,
-        execution_id: row.execution_id,
-        keychain_defs: (pb.keychain ?? []) as unknown as JsonObject[],
-      },
-      lease_until: claimed.lease_until!.toISOString(),
-      worker_id: claimed.worker_id!,
-    };
-    if (cmd.child) out.child = cmd.child;
-    if (cmd.tool?.kind === 'workbook') out.workbook = (pb.workbook ?? []) as unknown as JsonObject[];
-    return out;
   }
 
   async heartbeat(queueIdRaw: string, req: HeartbeatRequest): Promise<HeartbeatResponse> {
@@ -888,12 +858,12 @@ export class PgExecutionService implements ExecutionService {
             max_deliveries: c.max_deliveries ?? 3, available_at: new Date(now), lease_until: lease.lease_until, worker_id: lease.worker_id,
             heartbeat_at: new Date(now), published_at: null, created_at: new Date(now), finished_at: null,
           };
-          outcome.claimed.push(this.claimedCommand(loaded.playbook, loaded.row, row, { ...(state.vars ?? {}), ...externalVars }));
+          outcome.claimed.push(claimedCommand(loaded.playbook, loaded.row, row, { ...(state.vars ?? {}), ...externalVars }));
         }
       }
       outcomes.push({
         ok: true,
-        value: claimed ? this.claimedCommand(loaded.playbook, loaded.row, claimed, { ...(state.vars ?? {}), ...externalVars }) : outcome,
+        value: claimed ? claimedCommand(loaded.playbook, loaded.row, claimed, { ...(state.vars ?? {}), ...externalVars }) : outcome,
       });
     }
     if (!changed) return outcomes;
@@ -967,17 +937,4 @@ function lockPrelude(executionId: string): string {
 
 async function lock(client: pg.PoolClient, executionId: string): Promise<void> {
   await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
-}
-
-function claimRefusal(row: QueueRow, workerId: string): AppError {
-  switch (row.status) {
-    case 'leased':
-      return conflict('already_claimed', row.worker_id === workerId
-        ? `queue entry ${row.queue_id} is already claimed by this worker`
-        : `queue entry ${row.queue_id} is claimed by another worker`, { worker_id: row.worker_id, lease_until: row.lease_until?.toISOString?.() ?? null });
-    case 'queued':
-      return new AppError(425, 'not_due', `queue entry ${row.queue_id} is not due before ${row.available_at.toISOString()}`, { available_at: row.available_at.toISOString() });
-    default:
-      return gone('finished', `queue entry ${row.queue_id} is ${row.status}`, { status: row.status });
-  }
 }
