@@ -183,6 +183,15 @@ describe('helm chart', () => {
     expect(wenv.find((e: any) => e.name === 'BROKER_URL').valueFrom.secretKeyRef).toEqual({ name: 'pf-nats', key: 'url' });
   });
 
+  it('switches eager dispatch on the workers with worker.eagerDispatch', () => {
+    const eager = (args: string[]) => {
+      const worker = render(args).find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'rel-playflow-worker')!;
+      return worker.spec.template.spec.containers[0].env.find((e: any) => e.name === 'WORKER_EAGER_DISPATCH')?.value;
+    };
+    expect(eager([])).toBe('on');
+    expect(eager(['--set', 'worker.eagerDispatch=false'])).toBe('off');
+  });
+
   it('passes the API token to every process when it is on', () => {
     const docs = render(valueSets.tokenOn);
     const secret = docs.find((d) => d.kind === 'Secret' && d.metadata.name === 'rel-playflow-api-token')!;

@@ -1,0 +1,16 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../server/config.js';
+import { loadWorkerConfig } from './config.js';
+
+describe('worker configuration', () => {
+  it('eager dispatch is on unless WORKER_EAGER_DISPATCH says off', () => {
+    expect(loadWorkerConfig({}).eagerDispatch).toBe(true);
+    for (const v of ['on', 'true', '1', 'yes', 'ON']) expect(loadWorkerConfig({ WORKER_EAGER_DISPATCH: v }).eagerDispatch).toBe(true);
+    for (const v of ['off', 'false', '0', 'no', ' Off ']) expect(loadWorkerConfig({ WORKER_EAGER_DISPATCH: v }).eagerDispatch).toBe(false);
+  });
+
+  it('refuses anything else, naming the variable', () => {
+    expect(() => loadWorkerConfig({ WORKER_EAGER_DISPATCH: 'sometimes' })).toThrow(ConfigError);
+    expect(() => loadWorkerConfig({ WORKER_EAGER_DISPATCH: 'sometimes' })).toThrow(/WORKER_EAGER_DISPATCH.*expected on or off, got "sometimes"/);
+  });
+});
