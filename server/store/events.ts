@@ -40,30 +40,9 @@ export async function list(q: Queryable, executionId: string, after = 0, limit?:
   return rows.map(toStored);
 }
 
-/** Appends events with seq firstSeq, firstSeq+1, … in one statement. */
-export async function append(q: Queryable, executionId: string, firstSeq: number, events: EngineEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  await q.query(
-    `INSERT INTO event (execution_id, seq, name, step, command_id, payload)
-     SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb)
-       FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb)
-      ORDER BY e.seq`,
-    [executionId, JSON.stringify(events.map((e, i) => ({
-      seq: firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload: e.payload ?? {},
-    })))],
-  );
-}
-
 export async function loadSnapshot<S>(q: Queryable, executionId: string): Promise<{ seq: number; state: S } | null> {
   const { rows } = await q.query<{ seq: number; state: S }>('SELECT seq, state FROM execution_state WHERE execution_id = $1', [executionId]);
   return rows[0] ?? null;
-}
-
-export async function saveSnapshot(q: Queryable, executionId: string, seq: number, state: unknown): Promise<void> {
-  await q.query(
-    `INSERT INTO execution_state (execution_id, seq, state) VALUES ($1, $2, $3)
-     ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()`,
-    [executionId, seq, JSON.stringify(state)]);
 }
 
 export async function dropSnapshot(q: Queryable, executionId?: string): Promise<void> {

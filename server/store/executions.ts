@@ -47,16 +47,6 @@ export async function get(q: Queryable, executionId: string): Promise<ExecutionR
   return rows[0] ?? null;
 }
 
-/** The row and the seq of its last event in one round trip (the hot path of every event). */
-export async function getWithLastSeq(q: Queryable, executionId: string): Promise<{ row: ExecutionRow; lastSeq: number } | null> {
-  const { rows } = await q.query<ExecutionRow & { last_seq: number | null }>(
-    `SELECT e.*, (SELECT max(seq) FROM event WHERE execution_id = e.execution_id) AS last_seq
-       FROM execution e WHERE execution_id = $1`, [executionId]);
-  if (!rows[0]) return null;
-  const { last_seq, ...row } = rows[0];
-  return { row: row as ExecutionRow, lastSeq: last_seq === null ? 0 : Number(last_seq) };
-}
-
 export async function insert(q: Queryable, e: {
   catalog_id: string; path: string; version: number; payload: JsonObject;
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;
@@ -74,17 +64,6 @@ export async function findChild(q: Queryable, parentExecutionId: string, parentC
   const { rows } = await q.query<ExecutionRow>(
     'SELECT * FROM execution WHERE parent_execution_id = $1 AND parent_command_id = $2', [parentExecutionId, parentCommandId]);
   return rows[0] ?? null;
-}
-
-export async function updateFromState(q: Queryable, executionId: string, s: {
-  status: ExecutionStatus; result: Json | null; error: Json | null; steps: Record<string, StepSummary>; terminal: boolean;
-}): Promise<ExecutionRow> {
-  const { rows } = await q.query<ExecutionRow>(
-    `UPDATE execution SET status = $2, result = $3, error = $4, steps = $5, updated_at = now(),
-            finished_at = CASE WHEN $6 THEN COALESCE(finished_at, now()) ELSE NULL END
-      WHERE execution_id = $1 RETURNING *`,
-    [executionId, s.status, s.result === null ? null : JSON.stringify(s.result), s.error === null ? null : JSON.stringify(s.error), JSON.stringify(s.steps), s.terminal]);
-  return rows[0];
 }
 
 export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?: string; limit: number; offset: number }): Promise<ExecutionRow[]> {

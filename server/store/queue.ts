@@ -1,6 +1,8 @@
 /**
- * SQL of the command queue. Status machine of a row:
+ * SQL of the command queue. Rows are inserted, and closed by call.done or as obsolete, in the one
+ * statement that writes a decision (store/decision.ts). Status machine of a row:
  *   queued → leased (claim) → done | failed (call.done recorded)
+ *   (none) → leased (eager dispatch: inserted leased to the worker whose call.done issued it)
  *   leased → queued (lease expired, attempts < max_deliveries) | failed (lease expired, exhausted)
  *   queued | leased → cancelled (the execution became terminal)
  * A `playbook` command whose child execution was started stays `leased` with worker_id
@@ -39,23 +41,6 @@ export interface InsertedCommand {
   due: boolean;
 }
 
-/** One row per command; a command already queued (same execution_id + command_id) is skipped. */
-export async function insertCommands(q: Queryable, executionId: string, commands: Command[], nowMs: number): Promise<InsertedCommand[]> {
-  if (commands.length === 0) return [];
-  const { rows } = await q.query<{ queue_id: string; step: string; command_id: number; due: boolean }>(
-    `INSERT INTO queue (execution_id, command_id, step, command, max_deliveries, available_at)
-     SELECT $1, c.command_id, c.step, c.cmd, GREATEST(COALESCE(c.max_deliveries, 3), 1),
-            now() + make_interval(secs => c.delay_ms / 1000.0)
-       FROM jsonb_to_recordset($2::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision)
-     ON CONFLICT (execution_id, command_id) DO NOTHING
-     RETURNING queue_id, step, command_id, available_at <= now() AS due`,
-    [executionId, JSON.stringify(commands.map((c) => ({ command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
-      // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
-      delay_ms: Math.max(0, (c.available_at ?? nowMs) - nowMs) })))],
-  );
-  return rows.map((r) => ({ ...r, execution_id: executionId }));
-}
-
 export async function get(q: Queryable, queueId: string): Promise<QueueRow | null> {
   const { rows } = await q.query<QueueRow>('SELECT * FROM queue WHERE queue_id = $1', [queueId]);
   return rows[0] ?? null;
@@ -63,16 +48,6 @@ export async function get(q: Queryable, queueId: string): Promise<QueueRow | nul
 
 export async function getByCommand(q: Queryable, executionId: string, commandId: number): Promise<QueueRow | null> {
   const { rows } = await q.query<QueueRow>('SELECT * FROM queue WHERE execution_id = $1 AND command_id = $2', [executionId, commandId]);
-  return rows[0] ?? null;
-}
-
-/** The atomic claim: only a queued, due row; returns null when nothing matched. */
-export async function claim(q: Queryable, queueId: string, workerId: string, leaseSeconds: number): Promise<QueueRow | null> {
-  const { rows } = await q.query<QueueRow>(
-    `UPDATE queue SET status = 'leased', attempts = attempts + 1, worker_id = $2,
-            lease_until = now() + make_interval(secs => $3), heartbeat_at = now()
-      WHERE queue_id = $1 AND status = 'queued' AND available_at <= now()
-      RETURNING *`, [queueId, workerId, leaseSeconds]);
   return rows[0] ?? null;
 }
 
@@ -105,33 +80,10 @@ export async function finish(q: Queryable, executionId: string, commandId: numbe
       WHERE execution_id = $1 AND command_id = $2 AND status IN ('queued', 'leased')`, [executionId, commandId, status]);
 }
 
-/**
- * Closes open rows of an execution in one statement, each with its own status (the group commit's
- * call.done → done/failed and engine-obsoleted commands → cancelled). Returns how many were cancelled.
- */
-export async function closeCommands(q: Queryable, executionId: string, closes: Array<{ command_id: number; status: 'done' | 'failed' | 'cancelled' }>): Promise<number> {
-  if (closes.length === 0) return 0;
-  const { rows } = await q.query<{ status: QueueStatus }>(
-    `UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
-       FROM jsonb_to_recordset($2::jsonb) AS c(command_id integer, status text)
-      WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased')
-      RETURNING queue.status`, [executionId, JSON.stringify(closes)]);
-  return rows.filter((r) => r.status === 'cancelled').length;
-}
-
 export async function cancelOpen(q: Queryable, executionId: string): Promise<number> {
   const { rowCount } = await q.query(
     `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
       WHERE execution_id = $1 AND status IN ('queued', 'leased')`, [executionId]);
-  return rowCount ?? 0;
-}
-
-/** Cancels the given commands of an execution that are still open (the engine made them obsolete). */
-export async function cancelCommands(q: Queryable, executionId: string, commandIds: number[]): Promise<number> {
-  if (commandIds.length === 0) return 0;
-  const { rowCount } = await q.query(
-    `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
-      WHERE execution_id = $1 AND command_id = ANY($2::int[]) AND status IN ('queued', 'leased')`, [executionId, commandIds]);
   return rowCount ?? 0;
 }
 
