@@ -41,11 +41,21 @@ workflow:
           retry: { max_attempts: 3, initial_delay: 5, backoff_multiplier: 1 }
 `;
 
+const bounded = `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: bounded, path: e/bounded }
+workflow:
+  - step: items
+    loop: { in: "{{ range(9) | list }}", iterator: i, mode: async, max_in_flight: 3 }
+    tool: { kind: python, code: "result = i", args: { i: "{{ i }}" } }
+`;
+
 beforeAll(async () => {
   tdb = await testDatabase('pf_eager');
   core = await testCore(tdb.url);
   await core.deps.catalog.register(chainPlaybook('e/chain', 5));
   await core.deps.catalog.register(loop('e/loop', 3));
+  await core.deps.catalog.register(bounded);
   await core.deps.catalog.register(retrying);
   app = await buildApp(core.deps);
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -151,6 +161,34 @@ describe('call.done with claim_next', () => {
     const again = await core.deps.executions.claim(String(next.queue_id), { worker_id: 'w-back' });
     expect(again).toMatchObject({ step: 's2', worker_id: 'w-back' });
     await core.deps.executions.cancel(id);
+  });
+
+  it('call.dones arriving together (one group commit) each get their own next item', async () => {
+    const { execution_id: id } = await core.deps.executions.start({ path: 'e/bounded', payload: {} });
+    const first = await notified(id);
+    expect(first).toHaveLength(3);
+    let running = await Promise.all(first.map((q) => core.deps.executions.claim(q, { worker_id: 'w-eager' })));
+    const seen = new Set(running.map((c) => String(c.queue_id)));
+    const batchesBefore = core.executions.groupCommits.transactions;
+    const requests = { n: 0 };
+    while (running.length) {
+      const acks = await Promise.all(running.map((c) => core.deps.executions.handleEvents([done(c, { response: c.tool.args?.i ?? null })], { claimNext: { worker_id: 'w-eager' } })));
+      requests.n += running.length;
+      running = acks.flatMap((a) => a.claimed ?? []);
+      for (const c of running) {
+        expect(seen.has(String(c.queue_id))).toBe(false); // every handed-over command is a new row
+        seen.add(String(c.queue_id));
+      }
+    }
+    expect(seen.size).toBe(9);
+    // some of those requests shared a transaction, and still each got its own command
+    expect(core.executions.groupCommits.transactions - batchesBefore).toBeLessThan(requests.n);
+    const x = await core.deps.executions.get(id);
+    expect(x?.status).toBe('completed');
+    expect(x?.result).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(await notified(id)).toEqual([]);
+    const { rows } = await core.db.pool.query(`SELECT count(*)::int AS n FROM queue WHERE execution_id = $1 AND status = 'done' AND attempts = 1`, [id]);
+    expect(rows[0].n).toBe(9);
   });
 
   it('takes at most max of the due commands; the rest are published for any worker', async () => {
