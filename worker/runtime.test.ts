@@ -242,6 +242,43 @@ describe('worker runtime against the real server', () => {
     }
   });
 
+  it('runs the command a call.done hands back in the same slot (eager dispatch), or claims each one when off', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const claimsOf = async (rt: WorkerRuntime) => {
+      const text = await (await fetch(`http://127.0.0.1:${rt.metricsPort}/metrics`)).text();
+      const count = (result: string) => Number(text.match(new RegExp(`playflow_worker_claims_total\\{result="${result}"\\} (\\d+)`))?.[1] ?? 0);
+      return { claimed: count('claimed'), eager: count('eager') };
+    };
+    for (const eagerDispatch of [true, false]) {
+      const sent: boolean[] = [];
+      const client: WorkerClient = {
+        claim: (q, r) => c.claim(q, r),
+        heartbeat: (q, r) => c.heartbeat(q, r),
+        sendEvents: (e, o) => {
+          sent.push(Boolean(o?.claimNext));
+          return c.sendEvents(e, o);
+        },
+        run: (r) => c.run(r),
+        request: (m, p, o) => c.request(m, p, o),
+      };
+      const rt = new WorkerRuntime({ broker: core.broker, client, workerId: `w-eager-${eagerDispatch}`, concurrency: 2, python: { size: 1 }, metricsPort: 0, metricsHost: '127.0.0.1', eagerDispatch });
+      await rt.start();
+      try {
+        const run = await c.run({ path: 'w/chain', payload: {} });
+        const done = (await terminal(c, run.execution_id)) as ExecutionView;
+        expect(done.status).toBe('completed');
+        expect(done.steps.task.result).toBe(17);
+        // python → http → workbook: one claim and two hand-overs, or three claims
+        expect(await claimsOf(rt)).toEqual(eagerDispatch ? { claimed: 1, eager: 2 } : { claimed: 3, eager: 0 });
+        expect(sent).toEqual([eagerDispatch, eagerDispatch, eagerDispatch]);
+        const started = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'action_started');
+        expect(started.map((e) => (e.payload as any).worker_id)).toEqual(Array(3).fill(`w-eager-${eagerDispatch}`));
+      } finally {
+        await rt.stop();
+      }
+    }
+  });
+
   it('a duplicate notification never runs a command twice (409 while running, 410 after)', async () => {
     const c = new PlayflowClient({ baseUrl: base });
     const rec = recordingClient(c);
