@@ -172,7 +172,7 @@ describe('call.done with claim_next', () => {
     const batchesBefore = core.executions.groupCommits.transactions;
     const requests = { n: 0 };
     while (running.length) {
-      const acks = await Promise.all(running.map((c) => core.deps.executions.handleEvents([done(c, { response: c.tool.args?.i ?? null })], { claimNext: { worker_id: 'w-eager' } })));
+      const acks = await Promise.all(running.map((c) => core.deps.executions.handleEvents([done(c, { response: (c.tool.args as { i?: number } | undefined)?.i ?? null })], { claimNext: { worker_id: 'w-eager' } })));
       requests.n += running.length;
       running = acks.flatMap((a) => a.claimed ?? []);
       for (const c of running) {
