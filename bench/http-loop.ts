@@ -1,6 +1,7 @@
 /**
  * A 1,000-item async loop of http calls to a local server, run by the real server and one worker
- * process (concurrency 32): items per second from the run request to the completed status. The
+ * process (concurrency 32): items per second from the run request to the completed status, for
+ * the first loop of the fresh processes and for a second one (the figure). The
  * called API runs on its own thread, as a service elsewhere would, so its requests do not queue
  * behind the Playflow server's on one event loop.
  *
@@ -38,13 +39,19 @@ workflow:
       method: GET
       endpoint: "${apiUrl}/item/{{ i }}"
 `);
-    await runToEnd(stack.client, 'bench/http_loop', { items: 20 }); // warm-up
-    const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
-    if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}: ${JSON.stringify(r.execution.error)}`);
-    const count = Array.isArray(r.execution.result) ? r.execution.result.length : 0;
-    const gc = (stack.server.core.deps.executions as { groupCommits?: { transactions: number; items: number; fallbacks: number; ms: number } }).groupCommits;
-    if (gc) console.log(`  group commit: ${gc.items} requests in ${gc.transactions} transactions (${(gc.items / Math.max(1, gc.transactions)).toFixed(1)} per transaction, ${(gc.ms / Math.max(1, gc.transactions)).toFixed(1)} ms each), ${gc.fallbacks} fallbacks`);
-    console.log(`http-loop: ${count} items in ${(r.wall / 1000).toFixed(2)} s wall = ${Math.round(count / (r.wall / 1000))} items/s (server-side ${(r.serverMs / 1000).toFixed(2)} s; ${IN_FLIGHT} in flight, worker concurrency 32; goal ≥ 1,000/s)`);
+    // The first loop of a fresh server and worker also pays for JIT compilation of their hot
+    // paths; long-running processes have done that, so the figure is the second run's.
+    const gc = stack.server.core.executions.groupCommits;
+    for (const label of ['first run (cold processes)', 'second run']) {
+      const before = { ...gc };
+      const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
+      if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}: ${JSON.stringify(r.execution.error)}`);
+      const count = Array.isArray(r.execution.result) ? r.execution.result.length : 0;
+      const tx = gc.transactions - before.transactions;
+      const items = gc.items - before.items;
+      console.log(`http-loop, ${label}: ${count} items in ${(r.wall / 1000).toFixed(2)} s wall = ${Math.round(count / (r.wall / 1000))} items/s (server-side ${(r.serverMs / 1000).toFixed(2)} s; ${IN_FLIGHT} in flight, worker concurrency 32; goal ≥ 1,000/s)`);
+      console.log(`  group commit: ${items} requests in ${tx} transactions (${(items / Math.max(1, tx)).toFixed(1)} per transaction, ${((gc.ms - before.ms) / Math.max(1, tx)).toFixed(1)} ms each), ${gc.fallbacks - before.fallbacks} fallbacks`);
+    }
   } finally {
     await stack.close();
     await api.terminate();
