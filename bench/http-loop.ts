@@ -9,6 +9,7 @@
  */
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
+import { PgExecutionService } from '../server/executions/service.js';
 import { startStack, runToEnd } from './support.js';
 
 const ITEMS = Number(process.argv[2] ?? 1000);
@@ -41,7 +42,9 @@ workflow:
 `);
     // The first loop of a fresh server and worker also pays for JIT compilation of their hot
     // paths; long-running processes have done that, so the figure is the second run's.
-    const gc = stack.server.core.executions.groupCommits;
+    const executions = stack.server.core.deps.executions;
+    if (!(executions instanceof PgExecutionService)) throw new Error('the bench needs the PostgreSQL execution service');
+    const gc = executions.groupCommits;
     for (const label of ['first run (cold processes)', 'second run']) {
       const before = { ...gc };
       const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
