@@ -7,18 +7,9 @@
  *
  * Every command takes -o table|json|yaml (cli/output.ts): json/yaml print the API body as is.
  */
-import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { table } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, fileErrorReason, printBody, println, type ApiOptions } from './common.js';
-
-async function readPlaybookFile(file: string): Promise<string> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    throw new CliError(`cannot read playbook file '${file}': ${fileErrorReason(err)}`);
-  }
-}
+import { action, apiOptions, clientFrom, CliError, printBody, println, readPlaybookFile, type ApiOptions } from './common.js';
 
 export function register(program: Command): void {
   const catalog = program.command('catalog').description('Playbook catalog: register, get, list');

@@ -143,6 +143,16 @@ export function fileErrorReason(err: unknown): string {
   return code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
 }
 
+/** A playbook file's text; a failed read is a CliError naming the file and why. */
+export async function readPlaybookFile(file: string): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read playbook file '${file}': ${fileErrorReason(err)}`);
+  }
+}
+
 /** `{"a":1}` or `@file.json`; must be a JSON object. */
 export async function parseJsonObject(text: string, what: string): Promise<Record<string, unknown>> {
   let raw = text;

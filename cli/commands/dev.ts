@@ -27,7 +27,7 @@ import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../client/protocol.js';
 import { parsePlaybook } from '../../playbook/index.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
-import { CliError, action, parseJsonObject, printJson, println } from './common.js';
+import { CliError, action, parseJsonObject, printJson, println, readPlaybookFile } from './common.js';
 
 interface DevCliOptions {
   payload?: string;
@@ -38,16 +38,6 @@ interface DevCliOptions {
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-
-async function readPlaybookText(file: string): Promise<string> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-    throw new CliError(`cannot read playbook file '${file}': ${why}`);
-  }
-}
 
 /** The file's problems, each with its path, as one message (exit 1). */
 function checkPlaybook(file: string, text: string): void {
@@ -207,7 +197,7 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
   // Everything the user typed is checked before PostgreSQL starts.
   let text: string | undefined;
   if (file !== undefined) {
-    text = await readPlaybookText(file);
+    text = await readPlaybookFile(file);
     checkPlaybook(file, text);
   } else if (opts.payload !== undefined) {
     throw new CliError('--payload needs a playbook file: playflow dev <file.yaml> --payload <json>');

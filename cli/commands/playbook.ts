@@ -7,12 +7,12 @@
  * validate prints every error and warning as `<file>: <path>: <severity>: <message>` and exits 1
  * when any file has errors (or warnings, with --strict), so it can gate CI.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { parsePlaybook, type PlaybookIssue } from '../../playbook/index.js';
-import { CliError, action, printJson, println } from './common.js';
+import { CliError, action, printJson, println, readPlaybookFile } from './common.js';
 
 export interface FileReport {
   file: string;
@@ -24,16 +24,6 @@ export interface FileReport {
 interface ValidateOptions {
   output?: string;
   strict?: boolean;
-}
-
-async function readText(file: string): Promise<string> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-    throw new CliError(`cannot read playbook file '${file}': ${why}`);
-  }
 }
 
 /** A directory stands for the YAML files under it (recursively, sorted); anything else as given. */
@@ -63,7 +53,7 @@ export async function validateFiles(paths: string[]): Promise<FileReport[]> {
   for (const file of await expand(paths)) {
     let text: string;
     try {
-      text = await readText(file);
+      text = await readPlaybookFile(file);
     } catch (err) {
       reports.push({ file, valid: false, errors: [{ path: '', message: (err as Error).message, severity: 'error' }], warnings: [] });
       continue;
@@ -118,7 +108,7 @@ export function register(program: Command): void {
     .option('-o, --output <format>', 'yaml or json', 'yaml')
     .action(action(async (file: string, opts: { output?: string }) => {
       checkOutput(opts.output, ['yaml', 'json']);
-      const r = parsePlaybook(await readText(file));
+      const r = parsePlaybook(await readPlaybookFile(file));
       for (const w of r.warnings) process.stderr.write(`${line(file, w)}\n`);
       if (!r.playbook) {
         for (const e of r.errors) process.stderr.write(`${line(file, e)}\n`);
