@@ -4,12 +4,12 @@
  * executions, the queue and the catalog lives behind these interfaces.
  */
 import type pg from 'pg';
-import type { Json, JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
+import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, HeartbeatRequest, HeartbeatResponse, Id,
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id,
   QueueStats, RunRequest, RunResponse, WorkerEvent,
 } from '../client/protocol.js';
-import type { ExecutionStatus, StepSummary } from './engine/contract.js';
+import type { ExecutionStatus } from './engine/contract.js';
 import type { CredentialService } from './secrets/credentials.js';
 import type { KeychainService } from './secrets/keychain.js';
 import type { VarsService } from './secrets/vars.js';
@@ -51,22 +51,8 @@ export interface CatalogService {
   remove(path: string): Promise<boolean>;
 }
 
-export interface ExecutionRecord {
-  execution_id: Id;
-  path: string;
-  version: number;
-  catalog_id: Id;
-  parent_execution_id: Id | null;
-  root_execution_id: Id;
-  status: ExecutionStatus;
-  payload: JsonObject;
-  result: Json | null;
-  error: Json | null;
-  steps: Record<string, StepSummary>;
-  created_at: string;
-  updated_at: string;
-  finished_at: string | null;
-}
+/** An execution as the service returns it: exactly the wire shape of GET /api/execution/{id}. */
+export type ExecutionRecord = ExecutionView;
 
 /** An event as stored and served: exactly the wire shape of GET /api/events/{id}. */
 export type StoredEvent = EventView;

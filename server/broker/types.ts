@@ -10,6 +10,7 @@
  * restarts the ack-wait clock.
  */
 import type { CommandNotification } from '../../client/protocol.js';
+import { silentCoreLogger, type CoreLogger } from '../executions/types.js';
 
 export interface BrokerNames {
   /** Default `FLOW_COMMANDS`. */
@@ -105,14 +106,9 @@ export interface Broker {
   close(): Promise<void>;
 }
 
-export interface BrokerLogger {
-  debug?(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-export const silentLogger: BrokerLogger = { info() {}, warn() {}, error() {}, debug() {} };
+/** The execution core's logger (a pino-compatible subset): the broker logs through the same one. */
+export type BrokerLogger = CoreLogger;
+export const silentLogger: BrokerLogger = silentCoreLogger;
 
 /** Wraps a raw message so that settling twice is a no-op and the consume loop knows it settled. */
 export function settleOnce<M extends BrokerMessage>(m: M): M & { settled(): boolean } {
