@@ -20,6 +20,11 @@ export class Lru<K, V> {
     if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
   }
 
+  /** Whether the key is present; does not count as a use. */
+  has(key: K): boolean {
+    return this.map.has(key);
+  }
+
   delete(key: K): void {
     this.map.delete(key);
   }

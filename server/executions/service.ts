@@ -1,16 +1,18 @@
 /**
  * ExecutionService: every mutation of an execution runs in ONE transaction holding
  * `pg_advisory_xact_lock(execution_id)`:
- *   lock → load the snapshot (or fold the event log) → engine → append the decision's events with
- *   consecutive seq → queue rows for its commands → finish the queue row of a recorded call.done →
- *   update the execution row (status, result, error, steps, finished_at) and the snapshot →
+ *   lock → load the state (process cache, snapshot + newer events, or the whole log) → engine →
+ *   one write (store/decision.ts): the decision's events with consecutive seq, queue rows for its
+ *   commands, closes of the rows it finished or made obsolete, the execution row, the snapshot →
  *   when it became terminal: cancel its open queue rows, call the terminal hook, and deliver the
  *   child's outcome to its parent as a `call.done` (same transaction; lock order child → parent,
  *   a parent never locks a child).
  * After commit: publish notifications for the new due rows (outbox), cancel the running children
  * of executions that ended.
  *
- * Nothing lives in memory but a cache of immutable catalog rows; any replica can serve any call.
+ * Memory holds only caches that are checked against the database under the lock or are immutable
+ * (catalog rows, queue rows' execution/command/step, the latest state when its seq is the log's);
+ * any replica can serve any call.
  */
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, HeartbeatRequest, HeartbeatResponse, RunRequest, RunResponse, WorkerEvent } from '../../client/protocol.js';
@@ -26,7 +28,7 @@ import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
 import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
-import { parseId } from '../store/sql.js';
+import { idLiteral, parseId } from '../store/sql.js';
 import { apiVarsObject, type ApiVarRow } from '../store/vars.js';
 import { clampInt } from '../store/catalog-service.js';
 import type { Outbox, OutboxItem } from './outbox.js';
@@ -148,13 +150,12 @@ export class PgExecutionService implements ExecutionService {
   private readonly snapshots: boolean;
   private readonly snapshotEvery: number;
   private readonly snapshotGrowth: number;
-  private readonly stateCacheSize: number;
   /**
    * Latest committed state per execution, an LRU that may be dropped at any time. Used only when
    * its seq equals the log's last seq read under the execution lock, so another replica's writes
    * are never missed. States are never mutated (the engine is copy-on-write).
    */
-  private readonly stateCache = new Map<string, CachedState>();
+  private readonly stateCache: Lru<string, CachedState>;
   /**
    * Immutable facts of recent queue rows (execution, command, step) so claims and events skip
    * their look-up query; a miss asks the database. Bounded like the state cache.
@@ -180,7 +181,7 @@ export class PgExecutionService implements ExecutionService {
     this.snapshots = o.snapshots ?? true;
     this.snapshotEvery = Math.max(1, o.snapshotEvery ?? 20);
     this.snapshotGrowth = Math.max(0, o.snapshotGrowth ?? 0.5);
-    this.stateCacheSize = Math.max(0, o.stateCacheSize ?? 1000);
+    this.stateCache = new Lru(Math.max(0, o.stateCacheSize ?? 1000));
     this.defaultLease = o.defaultLeaseSeconds ?? 60;
     this.maxLease = o.maxLeaseSeconds ?? 3600;
     this.maxInFlight = o.maxInFlight;
@@ -450,11 +451,8 @@ export class PgExecutionService implements ExecutionService {
   }
 
   private remember(id: string, entry: CachedState) {
-    if (this.stateCacheSize === 0) return;
-    this.stateCache.delete(id);
-    if (isTerminal(entry.state.status)) return; // nothing more will happen to it (normally)
-    this.stateCache.set(id, entry);
-    if (this.stateCache.size > this.stateCacheSize) this.stateCache.delete(this.stateCache.keys().next().value!);
+    if (isTerminal(entry.state.status)) this.stateCache.delete(id); // nothing more will happen to it (normally)
+    else this.stateCache.set(id, entry);
   }
 
   /** Current state the way a mutation loads it (process cache, snapshot + newer events, or the log). */
@@ -630,24 +628,35 @@ export class PgExecutionService implements ExecutionService {
       return { decision, recorded: false, inserted: [], row: loaded.row, externalVars };
     }
     const closes = new Map<number, CloseStatus>();
+    await this.sideEffects(client, id, decision, closes);
+    const wasTerminal = isTerminal(loaded.row.status);
+    const { row, inserted } = await this.write(client, ctx, loaded, decision.state, decision.events, decision.commands, closes, now);
+    if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
+    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+  }
+
+  /**
+   * What a decision's events do besides being appended: `vars_set` persists through the hooks; a
+   * recorded `call.done` closes its queue row (done, or failed when it carries an error); commands
+   * the decision made obsolete (loop items after an early break, the open calls of a failed or
+   * skipped step) are cancelled, so no worker starts them and a running one is told 410 on its next
+   * heartbeat. The first close of a row wins, as one by one. Returns whether vars were written.
+   */
+  private async sideEffects(client: pg.PoolClient, id: string, decision: Decision, closes: Map<number, CloseStatus>): Promise<boolean> {
+    let varsWritten = false;
     for (const ev of decision.events) {
       if (ev.name === 'vars_set') {
         const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
         await this.hooks.onVarsSet(client, id, variables, ev.step ?? '');
+        varsWritten = true;
       } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
         const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
         if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
         metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
       }
     }
-    // Commands the decision made obsolete (loop items after an early break, the open calls of a
-    // failed or skipped step): no worker should start them, and a running one is told 410 on its
-    // next heartbeat.
     for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
-    const wasTerminal = isTerminal(loaded.row.status);
-    const { row, inserted } = await this.write(client, ctx, loaded, decision.state, decision.events, decision.commands, closes, now);
-    if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
-    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+    return varsWritten;
   }
 
   /**
@@ -818,18 +827,7 @@ export class PgExecutionService implements ExecutionService {
         varsChanged = false;
       }
       const decision = this.engine.handle(state, loaded.playbook, event, this.input(now, externalVars));
-      for (const ev of decision.events) {
-        if (ev.name === 'vars_set') {
-          const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
-          await this.hooks.onVarsSet(client, id, variables, ev.step ?? '');
-          varsChanged = true;
-        } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
-          const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
-          if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
-          metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
-        }
-      }
-      for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
+      if (await this.sideEffects(client, id, decision, closes)) varsChanged = true;
       events.push(...decision.events);
       const outcome: EventOutcome = { recorded: decision.events.length > 0, commands: 0 };
       for (const c of decision.commands) {
@@ -926,13 +924,10 @@ export class PgExecutionService implements ExecutionService {
   }
 }
 
-/**
- * The execution lock and the log's last seq, sent with BEGIN in one round trip (lockAndLoad). The
- * simple protocol takes no parameters, so the id is checked to be a decimal before it is inlined.
- */
+/** The execution lock and the log's last seq, sent with BEGIN in one round trip (lockAndLoad). */
 function lockPrelude(executionId: string): string {
-  if (!/^\d{1,19}$/.test(executionId)) throw new Error(`not an execution id: ${executionId}`);
-  return `SELECT pg_advisory_xact_lock(${executionId}::bigint); SELECT max(seq) AS last_seq FROM event WHERE execution_id = ${executionId}::bigint`;
+  const id = idLiteral(executionId);
+  return `SELECT pg_advisory_xact_lock(${id}); SELECT max(seq) AS last_seq FROM event WHERE execution_id = ${id}`;
 }
 
 async function lock(client: pg.PoolClient, executionId: string): Promise<void> {

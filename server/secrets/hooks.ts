@@ -6,6 +6,7 @@ import type pg from 'pg';
 import type { ExecutionHooks } from '../services.js';
 import type { Id } from '../../client/protocol.js';
 import type { JsonObject } from '../../playbook/types.js';
+import { idLiteral } from '../store/sql.js';
 import * as vars from '../store/vars.js';
 import * as keychain from '../store/keychain.js';
 import * as credentials from '../store/credentials.js';
@@ -36,8 +37,7 @@ export function createSecretsHooks(opts: { logger?: SecretsLogger } = {}): Execu
     },
 
     loadVarsSql(executionId: string): string {
-      if (!/^\d{1,19}$/.test(executionId)) throw new Error(`not an execution id: ${executionId}`);
-      return vars.apiVarsSql(`${executionId}::bigint`);
+      return vars.apiVarsSql(idLiteral(executionId));
     },
 
     /**

@@ -19,3 +19,12 @@ export function parseId(v: unknown): string | null {
   if (typeof v === 'bigint') return v > 0n && v <= 9223372036854775807n ? v.toString() : null;
   return null;
 }
+
+/**
+ * An id to inline into SQL sent by the simple query protocol, which takes no parameters (a
+ * transaction's BEGIN carries statements that way): checked to be a decimal, cast to bigint.
+ */
+export function idLiteral(id: string): string {
+  if (!/^\d{1,19}$/.test(id)) throw new Error(`not an id: ${id}`);
+  return `${id}::bigint`;
+}
