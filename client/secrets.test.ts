@@ -1,7 +1,7 @@
 /** SecretsClient against the real app (buildApp over PostgreSQL) on a local port. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
-import { createHarness, type SecretsHarness } from '../server/secrets/test-helpers.js';
+import { createHarness, type SecretsHarness } from '../test/helpers/secrets.js';
 import { ApiError, PlayflowClient } from './http.js';
 import { SecretsClient } from './secrets.js';
 
@@ -18,19 +18,19 @@ afterAll(async () => {
 
 describe('SecretsClient', () => {
   it('credentials: put, list, get (with data and cache), read, delete; validation failures are ApiError 400 with the errors', async () => {
-    const meta = await s.putCredential({ name: 'api/one', type: 'api_key', data: { api_key: 'k' }, tags: ['x'], description: 'first' });
-    expect(meta).toMatchObject({ name: 'api/one', type: 'api_key', tags: ['x'] });
-    expect((await s.listCredentials({ tag: 'x' })).credentials.map((c) => c.name)).toEqual(['api/one']);
-    const full = await s.getCredential('api/one', { include_data: true, execution_id: 12n, parent_execution_id: 11 });
+    const meta = await s.putCredential({ name: 'api one', type: 'api_key', data: { api_key: 'k' }, tags: ['x'], description: 'first' });
+    expect(meta).toMatchObject({ name: 'api one', type: 'api_key', tags: ['x'] });
+    expect((await s.listCredentials({ tag: 'x' })).credentials.map((c) => c.name)).toEqual(['api one']);
+    const full = await s.getCredential('api one', { include_data: true, execution_id: 12n, parent_execution_id: 11 });
     expect(full.data).toEqual({ api_key: 'k' });
     expect(full.cache).toMatchObject({ scope_type: 'execution', execution_id: '12' });
     expect((await s.getCredential(meta.id)).data).toBeUndefined();
-    expect(await s.readCredential('api/one')).toMatchObject({ credential_key: 'api/one', credential_type: 'api_key', data: { api_key: 'k' } });
+    expect(await s.readCredential('api one')).toMatchObject({ credential_key: 'api one', credential_type: 'api_key', data: { api_key: 'k' } });
     const err = await s.putCredential({ name: 'bad', type: 'basic', data: {}, schema: { required: ['username'] } }).catch((e) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect(err).toMatchObject({ status: 400, code: 'validation_failed', message: 'Credential validation failed', details: ['Missing required field: username'] });
-    expect(await s.deleteCredential('api/one')).toMatchObject({ deleted: true });
-    await expect(s.readCredential('api/one')).rejects.toMatchObject({ status: 404 });
+    expect(await s.deleteCredential('api one')).toMatchObject({ deleted: true });
+    await expect(s.readCredential('api one')).rejects.toMatchObject({ status: 404 });
   });
 
   it('keychain: set, get by scope, list, delete', async () => {

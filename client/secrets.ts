@@ -5,11 +5,12 @@
  * publishes (server/secrets/*, OpenAPI at /docs).
  */
 import type { Json, JsonObject } from '../playbook/types.js';
-import type { CredentialList, CredentialListQuery, CredentialMeta, CredentialRead, CredentialWithData } from '../server/secrets/credentials.js';
+import type { ResourceOwner } from '../common/protocol.js';
+import type { CredentialList, CredentialListQuery, CredentialMeta, CredentialRead, CredentialWithData } from '../common/secrets.js';
 import type {
   KeychainCatalogList, KeychainDeleteResponse, KeychainGetResponse, KeychainSetBody, KeychainSetResponse, ScopeType,
-} from '../server/secrets/keychain.js';
-import type { VarDeleteResponse, VarRead, VarsList, VarsSetResponse, VarType } from '../server/secrets/vars.js';
+} from '../common/secrets.js';
+import type { VarDeleteResponse, VarRead, VarsList, VarsSetResponse, VarType } from '../common/secrets.js';
 
 export type {
   CredentialList, CredentialMeta, CredentialRead, CredentialWithData, KeychainCatalogList, KeychainDeleteResponse,
@@ -21,7 +22,7 @@ type Query = Record<string, string | number | boolean | undefined | null>;
 
 /** The part of PlayflowClient this client needs. */
 export interface RequestClient {
-  request<T>(method: string, path: string, opts?: { query?: Query; body?: unknown }): Promise<T>;
+  request<T>(method: string, path: string, opts?: { query?: Query; body?: unknown; headers?: Record<string, string> }): Promise<T>;
 }
 
 export interface CredentialInput {
@@ -32,6 +33,19 @@ export interface CredentialInput {
   schema?: JsonObject;
   meta?: JsonObject;
   tags?: string[];
+  /** Playbooks allowed to use it: path globs and/or namespaces; omitted keeps the stored scope, null removes it. */
+  scope?: { paths?: string[]; namespaces?: string[] } | null;
+  /** Claims the name for a Kubernetes resource; 409 `owned_by_other` when someone else holds it. */
+  owner?: ResourceOwner;
+  /** With owner: claim it even without owner when its meta says this resource stored it (upgrade adoption). */
+  adopt?: boolean;
+}
+
+/** The command a worker reads a credential for: its queue_id and the worker_id + lease_token of its claim. */
+export interface CredentialLease {
+  queue_id: IdLike;
+  worker_id: string;
+  lease_token: string;
 }
 
 export interface KeychainScope {
@@ -66,13 +80,21 @@ export class SecretsClient {
     });
   }
 
-  deleteCredential(identifier: string | number): Promise<{ id: number; name: string; deleted: true }> {
-    return this.http.request('DELETE', `/api/credentials/${seg(String(identifier))}`);
+  /** `owner` (`Kind/namespace/name`): delete only when that resource owns it (409 otherwise). */
+  deleteCredential(identifier: string | number, owner?: string): Promise<{ id: number; name: string; deleted: true }> {
+    return this.http.request('DELETE', `/api/credentials/${seg(String(identifier))}`, { query: { owner } });
   }
 
-  /** GET /api/credential/{key}: the worker read path (decrypted data). */
-  readCredential(key: string): Promise<CredentialRead> {
-    return this.http.request('GET', `/api/credential/${seg(key)}`);
+  /**
+   * GET /api/credential/{key}: the worker read path (decrypted data). A worker names the command
+   * it runs (`lease`): the server serves only the lease holder (409 `not_lease_holder`) and only
+   * a playbook in the credential's scope (403 `credential_not_allowed`).
+   */
+  readCredential(key: string, lease?: CredentialLease): Promise<CredentialRead> {
+    const headers = lease
+      ? { 'x-playflow-queue-id': String(lease.queue_id), 'x-playflow-worker-id': lease.worker_id, 'x-playflow-lease-token': lease.lease_token }
+      : undefined;
+    return this.http.request('GET', `/api/credential/${seg(key)}`, headers ? { headers } : undefined);
   }
 
   // ---- keychain -----------------------------------------------------------------------------

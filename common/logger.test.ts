@@ -20,8 +20,9 @@ describe('createLogger', () => {
     log.info({ req: { headers: { authorization: 'Bearer abc' } } }, 'request');
     log.info({ body: { name: 'pg', data: { password: 'pw1' } } }, 'credential');
     log.info({ entry: { token_data: { access_token: 'tok-xyz' } }, password: 'pw2' }, 'keychain');
+    log.info({ resource: { metadata: { name: 'pg' }, stringData: { DB_URL_PASS: 'pw3' } } }, 'operator read a Secret');
     const out = lines.join('');
-    for (const secret of ['Bearer abc', 'pw1', 'tok-xyz', 'pw2']) expect(out).not.toContain(secret);
+    for (const secret of ['Bearer abc', 'pw1', 'tok-xyz', 'pw2', 'pw3']) expect(out).not.toContain(secret);
     expect(out).toContain('[redacted]');
     expect(out).toContain('"name":"pg"');
   });

@@ -6,7 +6,8 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
-import { JetStreamBroker, MemoryBroker, type Broker, type BrokerLogger, type BrokerSettings } from './index.js';
+import { JetStreamBroker, MemoryBroker, type Broker, type BrokerSettings } from './index.js';
+import { type Logger } from '../logger.js';
 
 const created: Array<{ stream: string }> = [];
 
@@ -17,7 +18,7 @@ afterAll(async () => {
   await nc.close();
 });
 
-const makers: Array<[string, (s?: Partial<BrokerSettings>, logger?: BrokerLogger) => Broker]> = [
+const makers: Array<[string, (s?: Partial<BrokerSettings>, logger?: Logger) => Broker]> = [
   ['memory', (s, logger) => new MemoryBroker({ ...uniqueBrokerNames('M'), ...s }, logger)],
   ['jetstream', (s, logger) => {
     const names = { ...uniqueBrokerNames('J'), ...s };
@@ -31,7 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(makers)('%s broker', (_kind, make) => {
   const open: Broker[] = [];
-  const fresh = async (s?: Partial<BrokerSettings>, logger?: BrokerLogger) => {
+  const fresh = async (s?: Partial<BrokerSettings>, logger?: Logger) => {
     const b = make(s, logger);
     open.push(b);
     await b.ensure();
@@ -164,7 +165,7 @@ describe('jetstream configuration', () => {
     await first.ensure();
     await first.close();
     const warnings: string[] = [];
-    const logger = { info() {}, error() {}, warn: (_o: object, msg?: string) => warnings.push(msg ?? '') };
+    const logger = { debug() {}, info() {}, error() {}, warn: (_o: object, msg?: string) => warnings.push(msg ?? '') };
     const second = new JetStreamBroker({ url: BROKER_URL, ...names, logger });
     await second.ensure();
     await second.close();

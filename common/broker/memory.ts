@@ -3,12 +3,10 @@
  * durable queue, explicit ack, nak with optional delay, ack-wait redelivery, max deliveries,
  * `working()`, retention by age. For `playflow dev` (server and worker in one process) and tests.
  */
-import type { CommandNotification } from '../../client/protocol.js';
-import {
-  consumeWithFetch, DEFAULT_BROKER_SETTINGS, silentLogger,
-  type Broker, type BrokerLogger, type BrokerMessage, type BrokerSettings, type ConsumeOptions,
-  type ConsumerHandle, type FetchOptions, type MessageHandler,
-} from './types.js';
+import type { CommandNotification } from '../protocol.js';
+import { consumeWithFetch, DEFAULT_BROKER_SETTINGS, type Broker, type BrokerMessage, type BrokerSettings, type ConsumeOptions, type ConsumerHandle, type FetchOptions, type MessageHandler } from './types.js';
+import { type Logger, silentLogger } from '../logger.js';
+import { DEFAULT_POOL } from '../../playbook/types.js';
 
 interface Entry {
   seq: number;
@@ -31,7 +29,7 @@ interface Waiter {
 export class MemoryBroker implements Broker {
   readonly kind = 'memory' as const;
   readonly settings: BrokerSettings;
-  private readonly log: BrokerLogger;
+  private readonly log: Logger;
   private readonly entries = new Map<number, Entry>();
   private seq = 0;
   private tokens = 0;
@@ -39,7 +37,7 @@ export class MemoryBroker implements Broker {
   private wakeTimer?: NodeJS.Timeout;
   private closed = false;
 
-  constructor(settings: Partial<BrokerSettings> = {}, logger: BrokerLogger = silentLogger) {
+  constructor(settings: Partial<BrokerSettings> = {}, logger: Logger = silentLogger) {
     this.settings = { ...DEFAULT_BROKER_SETTINGS, ...settings };
     this.log = logger;
   }
@@ -82,12 +80,20 @@ export class MemoryBroker implements Broker {
     return !this.closed;
   }
 
-  async outstanding(): Promise<number | null> {
+  async outstanding(pool?: string): Promise<number | null> {
     if (this.closed) return null;
     this.expire(Date.now());
     let waiting = 0;
-    for (const e of this.entries.values()) if (e.readyAt !== undefined && e.deliveries === 0) waiting++;
+    for (const e of this.entries.values()) {
+      if (e.readyAt !== undefined && e.deliveries === 0 && (pool === undefined ? this.consumes(e.data.pool) : (e.data.pool ?? DEFAULT_POOL) === pool)) waiting++;
+    }
     return waiting;
+  }
+
+  /** Whether this broker's consumer takes a notification of `pool` (`*`: every pool, as `playflow dev`'s one worker). */
+  private consumes(pool: string | undefined): boolean {
+    const mine = this.settings.pool ?? DEFAULT_POOL;
+    return mine === '*' || (pool ?? DEFAULT_POOL) === mine;
   }
 
   async close(): Promise<void> {
@@ -123,7 +129,7 @@ export class MemoryBroker implements Broker {
     const out: BrokerMessage[] = [];
     for (const e of this.entries.values()) {
       if (out.length >= max) break;
-      if (e.readyAt === undefined || e.readyAt > now) continue;
+      if (e.readyAt === undefined || e.readyAt > now || !this.consumes(e.data.pool)) continue;
       out.push(this.deliver(e));
     }
     return out;

@@ -13,12 +13,10 @@ import {
   AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType,
   type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig, type StreamInfo,
 } from '@nats-io/jetstream';
-import type { CommandNotification } from '../../client/protocol.js';
-import {
-  consumeWithFetch, DEFAULT_BROKER_SETTINGS, silentLogger,
-  type Broker, type BrokerLogger, type BrokerMessage, type BrokerSettings, type ConsumeOptions,
-  type ConsumerHandle, type FetchOptions, type MessageHandler,
-} from './types.js';
+import type { CommandNotification } from '../protocol.js';
+import { consumeWithFetch, DEFAULT_BROKER_SETTINGS, poolConsumer, poolSubject, type Broker, type BrokerMessage, type BrokerSettings, type ConsumeOptions, type ConsumerHandle, type FetchOptions, type MessageHandler } from './types.js';
+import { type Logger, silentLogger } from '../logger.js';
+import { DEFAULT_POOL } from '../../playbook/types.js';
 
 const nanos = (ms: number) => ms * 1_000_000;
 const millis = (ns: number) => Math.round(ns / 1_000_000);
@@ -30,7 +28,7 @@ export interface JetStreamBrokerOptions extends Partial<BrokerSettings> {
   timeoutMs?: number;
   /** Shortest pause between two connection attempts after a failure, default 1000 ms. */
   reconnectBackoffMs?: number;
-  logger?: BrokerLogger;
+  logger?: Logger;
   /** Connection name shown by the NATS server. */
   name?: string;
 }
@@ -39,7 +37,7 @@ export class JetStreamBroker implements Broker {
   readonly kind = 'jetstream' as const;
   readonly settings: BrokerSettings;
   private readonly opts: JetStreamBrokerOptions;
-  private readonly log: BrokerLogger;
+  private readonly log: Logger;
   private nc: NatsConnection | null = null;
   private js: JetStreamClient | null = null;
   private jsm: JetStreamManager | null = null;
@@ -59,6 +57,7 @@ export class JetStreamBroker implements Broker {
       maxAgeMs: opts.maxAgeMs ?? DEFAULT_BROKER_SETTINGS.maxAgeMs,
       ackWaitMs: opts.ackWaitMs ?? DEFAULT_BROKER_SETTINGS.ackWaitMs,
       maxDeliver: opts.maxDeliver ?? DEFAULT_BROKER_SETTINGS.maxDeliver,
+      pool: opts.pool ?? DEFAULT_POOL,
     };
     this.log = opts.logger ?? silentLogger;
   }
@@ -116,7 +115,11 @@ export class JetStreamBroker implements Broker {
     await this.connection();
     const jsm = this.jsm!;
     const s = this.settings;
-    const want: Partial<StreamConfig> & { name: string } = { name: s.stream, subjects: [s.subject], storage: StorageType.File, max_age: nanos(s.maxAgeMs) };
+    // the default pool's subject and every other pool's `<subject>.<pool>`
+    const subjects = [s.subject, `${s.subject}.>`];
+    const consumer = poolConsumer(s, s.pool);
+    const filter = poolSubject(s, s.pool);
+    const want: Partial<StreamConfig> & { name: string } = { name: s.stream, subjects, storage: StorageType.File, max_age: nanos(s.maxAgeMs) };
     let info: StreamInfo | null = null;
     try {
       info = await jsm.streams.info(s.stream);
@@ -135,41 +138,41 @@ export class JetStreamBroker implements Broker {
     if (info) {
       const c = info.config;
       if (c.storage !== StorageType.File) this.log.error({ stream: s.stream, storage: c.storage }, 'stream storage differs from the setting (file) and cannot be changed in place; left as found');
-      const subjectsOk = (c.subjects ?? []).includes(s.subject);
-      if (!subjectsOk || c.max_age !== nanos(s.maxAgeMs)) {
+      const missing = subjects.filter((x) => !(c.subjects ?? []).includes(x));
+      if (missing.length || c.max_age !== nanos(s.maxAgeMs)) {
         this.log.warn({ stream: s.stream, subjects: c.subjects, max_age_ms: millis(c.max_age) }, 'stream configuration differs from the settings; updating');
-        await jsm.streams.update(s.stream, { ...c, subjects: subjectsOk ? c.subjects : [...(c.subjects ?? []), s.subject], max_age: nanos(s.maxAgeMs) });
+        await jsm.streams.update(s.stream, { ...c, subjects: [...(c.subjects ?? []), ...missing], max_age: nanos(s.maxAgeMs) });
       }
     }
 
     const wantConsumer: Partial<ConsumerConfig> = {
-      durable_name: s.consumer,
+      durable_name: consumer,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       max_deliver: s.maxDeliver,
       ack_wait: nanos(s.ackWaitMs),
-      filter_subject: s.subject,
+      filter_subject: filter,
     };
     let ci: ConsumerInfo | null = null;
     try {
-      ci = await jsm.consumers.info(s.stream, s.consumer);
+      ci = await jsm.consumers.info(s.stream, consumer);
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
     if (!ci) {
       try {
         await jsm.consumers.add(s.stream, wantConsumer);
-        this.log.info({ stream: s.stream, consumer: s.consumer }, 'consumer created');
+        this.log.info({ stream: s.stream, consumer }, 'consumer created');
       } catch (err) {
-        ci = await jsm.consumers.info(s.stream, s.consumer).catch(() => { throw err; });
+        ci = await jsm.consumers.info(s.stream, consumer).catch(() => { throw err; });
       }
     }
     if (ci) {
       const c = ci.config;
-      if (c.ack_policy !== AckPolicy.Explicit) this.log.error({ consumer: s.consumer, ack_policy: c.ack_policy }, 'consumer ack policy is not explicit and cannot be changed in place; left as found');
-      if (c.max_deliver !== s.maxDeliver || c.ack_wait !== nanos(s.ackWaitMs) || (c.filter_subject ?? '') !== s.subject) {
-        this.log.warn({ consumer: s.consumer, max_deliver: c.max_deliver, ack_wait_ms: millis(c.ack_wait ?? 0), filter_subject: c.filter_subject }, 'consumer configuration differs from the settings; updating');
-        await jsm.consumers.update(s.stream, s.consumer, { max_deliver: s.maxDeliver, ack_wait: nanos(s.ackWaitMs), filter_subject: s.subject });
+      if (c.ack_policy !== AckPolicy.Explicit) this.log.error({ consumer, ack_policy: c.ack_policy }, 'consumer ack policy is not explicit and cannot be changed in place; left as found');
+      if (c.max_deliver !== s.maxDeliver || c.ack_wait !== nanos(s.ackWaitMs) || (c.filter_subject ?? '') !== filter) {
+        this.log.warn({ consumer, max_deliver: c.max_deliver, ack_wait_ms: millis(c.ack_wait ?? 0), filter_subject: c.filter_subject }, 'consumer configuration differs from the settings; updating');
+        await jsm.consumers.update(s.stream, consumer, { max_deliver: s.maxDeliver, ack_wait: nanos(s.ackWaitMs), filter_subject: filter });
       }
     }
     this.ensured = true;
@@ -178,9 +181,11 @@ export class JetStreamBroker implements Broker {
   async publish(n: CommandNotification): Promise<void> {
     await this.connection();
     if (!this.ensured) await this.ensure();
-    const body = JSON.stringify({ execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, server_url: n.server_url });
+    const body = JSON.stringify(n.pool && n.pool !== DEFAULT_POOL
+      ? { execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, server_url: n.server_url, pool: n.pool }
+      : { execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, server_url: n.server_url });
     try {
-      await this.js!.publish(this.settings.subject, body, { timeout: this.timeout });
+      await this.js!.publish(poolSubject(this.settings, n.pool), body, { timeout: this.timeout });
     } catch (err) {
       this.ensured = false; // e.g. the stream was deleted: the next publish re-creates it
       throw err;
@@ -190,7 +195,7 @@ export class JetStreamBroker implements Broker {
   async fetch(opts: FetchOptions = {}): Promise<BrokerMessage[]> {
     await this.connection();
     if (!this.ensured) await this.ensure();
-    this.consumer ??= await this.js!.consumers.get(this.settings.stream, this.settings.consumer);
+    this.consumer ??= await this.js!.consumers.get(this.settings.stream, poolConsumer(this.settings, this.settings.pool));
     const consumer = this.consumer;
     try {
       const iter = await consumer.fetch({ max_messages: Math.max(1, opts.max ?? 1), expires: Math.max(1000, opts.expiresMs ?? 1000) });
@@ -212,14 +217,14 @@ export class JetStreamBroker implements Broker {
     });
   }
 
-  async outstanding(): Promise<number | null> {
+  async outstanding(pool?: string): Promise<number | null> {
     try {
       await this.connection();
       if (!this.ensured) await this.ensure();
-      const ci = await this.jsm!.consumers.info(this.settings.stream, this.settings.consumer);
+      const ci = await this.jsm!.consumers.info(this.settings.stream, poolConsumer(this.settings, pool ?? this.settings.pool));
       return ci.num_pending;
-    } catch {
-      return null;
+    } catch (err) {
+      return isNotFound(err) ? 0 : null; // no consumer yet: the pool's first worker creates it and reads the stream from its start
     }
   }
 

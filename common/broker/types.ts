@@ -9,8 +9,8 @@
  * not acked within ackWait is redelivered; after maxDeliver deliveries it is dropped; `working()`
  * restarts the ack-wait clock.
  */
-import type { CommandNotification } from '../../client/protocol.js';
-import { silentCoreLogger, type CoreLogger } from '../executions/types.js';
+import type { CommandNotification } from '../protocol.js';
+import { DEFAULT_POOL } from '../../playbook/types.js';
 
 export interface BrokerNames {
   /** Default `FLOW_COMMANDS`. */
@@ -22,6 +22,12 @@ export interface BrokerNames {
 }
 
 export interface BrokerSettings extends BrokerNames {
+  /**
+   * The worker pool this broker consumes, default `default`. Pool P's notifications are published
+   * on `<subject>.P` (the default pool's on `<subject>` itself) and pulled by the durable consumer
+   * `<consumer>-P` (`<consumer>` for the default pool); `*` (in-process broker only) consumes every pool.
+   */
+  pool?: string;
   /** Stream retention, default 3600 s. */
   maxAgeMs: number;
   /** Default 30 s. */
@@ -38,6 +44,16 @@ export const DEFAULT_BROKER_SETTINGS: BrokerSettings = {
   ackWaitMs: 30_000,
   maxDeliver: 3,
 };
+
+/** The subject a pool's notifications are published on. */
+export function poolSubject(s: BrokerNames, pool: string | undefined): string {
+  return !pool || pool === DEFAULT_POOL ? s.subject : `${s.subject}.${pool}`;
+}
+
+/** The durable consumer of a pool's workers. */
+export function poolConsumer(s: BrokerNames, pool: string | undefined): string {
+  return !pool || pool === DEFAULT_POOL ? s.consumer : `${s.consumer}-${pool}`;
+}
 
 export interface BrokerMessage {
   readonly data: CommandNotification;
@@ -69,6 +85,11 @@ export interface ConsumeOptions {
   concurrency?: number;
   /** Called when the handler throws (the message is then nak'ed). */
   onError?: (err: unknown, msg: BrokerMessage) => void;
+  /**
+   * Awaited before each pull: a consumer that cannot use messages now (its server unreachable)
+   * leaves them to the others instead of spending their deliveries. Should resolve on stop.
+   */
+  ready?: () => Promise<void>;
 }
 
 export interface ConsumerHandle {
@@ -100,15 +121,14 @@ export interface Broker {
    * Notifications waiting for a first delivery (JetStream `num_pending`), or null when unknown
    * (broker down). The sweeper republishes stale rows only when this is 0, so a backlog never
    * multiplies its own notifications. (A delivered notification is claimed at once, so a row still
-   * queued with nothing waiting has lost its notification.)
+   * queued with nothing waiting has lost its notification.) `pool`: that pool's consumer (default:
+   * this broker's own pool).
    */
-  outstanding(): Promise<number | null>;
+  outstanding(pool?: string): Promise<number | null>;
   close(): Promise<void>;
 }
 
 /** The execution core's logger (a pino-compatible subset): the broker logs through the same one. */
-export type BrokerLogger = CoreLogger;
-export const silentLogger: BrokerLogger = silentCoreLogger;
 
 /** Wraps a raw message so that settling twice is a no-op and the consume loop knows it settled. */
 export function settleOnce<M extends BrokerMessage>(m: M): M & { settled(): boolean } {
@@ -157,6 +177,10 @@ export function consumeWithFetch(
 
   const slot = async () => {
     while (!stopping && !opts.isClosed()) {
+      if (opts.ready) {
+        await opts.ready();
+        if (stopping || opts.isClosed()) break;
+      }
       let batch: BrokerMessage[];
       try {
         batch = await fetch({ max: 1, expiresMs: 1000 });
