@@ -30,7 +30,8 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { playbookJsonSchema } from '../playbook/schema.js';
+import { playbookJsonSchema } from '../playbook/schema.js';import { POOL_NAME_PATTERN } from '../playbook/schema.js';
+
 
 type Schema = Record<string, any>;
 
@@ -126,6 +127,14 @@ const conditions: Schema = {
   },
 };
 
+/** Both Playbook and Credential: what deleting the resource does to what it registered (operator/types.ts). */
+const deletionPolicy = {
+  type: 'string',
+  enum: ['Delete', 'Retain'],
+  default: 'Retain',
+  description: 'On deletion of this resource: Retain (default) keeps what it registered in the server (still owned by this kind/namespace/name, so a re-created resource adopts it); Delete removes it.',
+};
+
 const readyColumn = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' };
 const reasonColumn = { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', priority: 1 };
 const ageColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
@@ -201,6 +210,7 @@ export function playbookSpecSchema(doc: Schema = playbookJsonSchema as Schema): 
       keychain: toStructural(props.keychain),
       workbook,
       workflow,
+      deletionPolicy,
     },
     'x-kubernetes-validations': [
       { rule: 'self.workflow.all(s, self.workflow.exists_one(t, t.step == s.step))', message: 'step names must be unique within the workflow' },
@@ -256,6 +266,14 @@ export function credentialCrd(): Schema {
         description: { type: 'string' },
         tags: { type: 'array', items: { type: 'string' } },
         meta: { type: 'object', [PRESERVE]: true, description: 'Free metadata stored with the credential.' },
+        scope: {
+          type: 'object',
+          description: 'Playbooks allowed to use the credential: catalog path globs (** any, * within a segment) and/or namespaces of the owning Playbook resources. Absent = every playbook.',
+          properties: {
+            paths: { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 1024 } },
+            namespaces: { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 63 } },
+          },
+        },
         schema: {
           type: 'object',
           description: 'Validation schema the server applies to the data: {fields, required, types, description}.',
@@ -297,6 +315,7 @@ export function credentialCrd(): Schema {
             },
           },
         },
+        deletionPolicy,
       },
     },
     status: {
@@ -315,6 +334,31 @@ export function credentialCrd(): Schema {
 
 // ---- WorkerPool ------------------------------------------------------------------------------
 
+/** HPAScalingRules without the stabilization window (the pool has its own seconds fields). */
+function scalingRules(description: string): Schema {
+  return {
+    type: 'object',
+    description,
+    properties: {
+      selectPolicy: { type: 'string', enum: ['Max', 'Min', 'Disabled'], description: 'Max (default): the policy allowing the biggest change; Min: the smallest; Disabled: never scale this way.' },
+      policies: {
+        type: 'array',
+        maxItems: 10,
+        'x-kubernetes-list-type': 'atomic',
+        items: {
+          type: 'object',
+          required: ['type', 'value', 'periodSeconds'],
+          properties: {
+            type: { type: 'string', enum: ['Pods', 'Percent'] },
+            value: { type: 'integer', minimum: 1, description: 'Pods added/removed, or percent of the count at the period\'s start.' },
+            periodSeconds: { type: 'integer', minimum: 1, maximum: 1800, description: 'The window the change is counted over.' },
+          },
+        },
+      },
+    },
+  };
+}
+
 export function workerPoolCrd(): Schema {
   return crd({
     kind: 'WorkerPool', plural: 'workerpools', singular: 'workerpool', shortNames: ['wp', 'pfwp'],
@@ -324,12 +368,17 @@ export function workerPoolCrd(): Schema {
       required: ['statefulSetName', 'maxReplicas'],
       properties: {
         statefulSetName: { type: 'string', minLength: 1, maxLength: 253, description: 'The worker StatefulSet to scale (same namespace).' },
+        pool: { type: 'string', pattern: POOL_NAME_PATTERN, default: 'default', description: "The worker pool (playbook/step `pool:`) whose queue depth sizes the StatefulSet; its workers run with WORKER_POOL set to it." },
         minReplicas: { type: 'integer', minimum: 0, default: 1 },
         maxReplicas: { type: 'integer', minimum: 1 },
         targetQueueDepthPerReplica: { type: 'integer', minimum: 1, default: 20, description: 'desired = clamp(ceil((queued + leased) / target), min, max)' },
         scaleUpStabilizationSeconds: { type: 'integer', minimum: 0, maximum: 3600, default: 0 },
         scaleDownStabilizationSeconds: { type: 'integer', minimum: 0, maximum: 3600, default: 300 },
-        fallbackReplicas: { type: 'integer', minimum: 0, description: 'Replicas while the queue cannot be read; unset keeps the current count.' },
+        fallbackReplicas: { type: 'integer', minimum: 0, description: 'Replicas while the queue cannot be read (after fallbackFailureThreshold failed reads in a row); unset keeps the current count.' },
+        fallbackFailureThreshold: { type: 'integer', minimum: 1, maximum: 100, description: 'Failed queue reads in a row before fallbackReplicas applies; until then the count is kept. Default 3 (KEDA\'s failureThreshold).' },
+        tolerance: { type: 'number', minimum: 0, maximum: 1, description: 'Keep the replica count while |depth / (replicas × target) − 1| ≤ tolerance. Default 0.1 (the HPA\'s).' },
+        scaleUp: scalingRules('Scale-up rate limits (the HPA\'s behavior.scaleUp); unset: none.'),
+        scaleDown: scalingRules('Scale-down rate limits (the HPA\'s behavior.scaleDown), applied after the stabilization window; unset: none.'),
         pollIntervalSeconds: { type: 'integer', minimum: 1, maximum: 3600, description: 'How often the queue is read; default the operator\'s WORKERPOOL_POLL_SECONDS (15).' },
         replicas: { type: 'integer', minimum: 0, description: 'Set by `kubectl scale`: pins the count (clamped to min/max) and suspends queue-based scaling until removed.' },
       },
@@ -348,6 +397,7 @@ export function workerPoolCrd(): Schema {
         queued: { type: 'integer' },
         leased: { type: 'integer' },
         lastScaleTime: { type: 'string', format: 'date-time' },
+        queueReadFailures: { type: 'integer', description: 'Failed queue reads in a row.' },
         selector: { type: 'string' },
         conditions,
       },
@@ -363,6 +413,52 @@ export function workerPoolCrd(): Schema {
   });
 }
 
+// ---- Schedule --------------------------------------------------------------------------------
+
+export function scheduleCrd(): Schema {
+  return crd({
+    kind: 'Schedule', plural: 'schedules', singular: 'schedule', shortNames: ['pfsched'],
+    description: 'Starts a Playflow playbook on a cron; the operator declares it in the server (schedule `k8s:<namespace>:<name>`), whose ticker fires each tick once across replicas.',
+    spec: {
+      type: 'object',
+      required: ['cron', 'path'],
+      properties: {
+        cron: { type: 'string', minLength: 1, maxLength: 200, description: 'Cron: 5 fields, or 6 with seconds first.' },
+        timezone: { type: 'string', minLength: 1, maxLength: 100, default: 'UTC', description: 'IANA time zone of the cron.' },
+        path: { type: 'string', minLength: 1, maxLength: 1024, description: 'Catalog path of the playbook.' },
+        version: { type: 'integer', minimum: 1, description: 'Pinned catalog version; unset: the latest at each tick.' },
+        payload: { type: 'object', [PRESERVE]: true, description: 'Payload of every execution.' },
+        concurrencyPolicy: { type: 'string', enum: ['Allow', 'Forbid', 'Replace'], default: 'Allow' },
+        missedRuns: { type: 'string', enum: ['RunOnce', 'Skip'], default: 'RunOnce', description: 'Ticks nobody fired: one execution for the latest (RunOnce) or none (Skip).' },
+        startingDeadlineSeconds: { type: 'integer', minimum: 1, description: 'A tick not started within this many seconds counts as missed.' },
+        suspend: { type: 'boolean', default: false },
+      },
+    },
+    status: {
+      type: 'object',
+      properties: {
+        observedGeneration: { type: 'integer', format: 'int64' },
+        scheduleName: { type: 'string', description: 'Name of the schedule in the server.' },
+        nextRun: { type: 'string', format: 'date-time' },
+        lastRun: { type: 'string', format: 'date-time' },
+        lastExecutionId: { type: 'string' },
+        lastSyncTime: { type: 'string', format: 'date-time' },
+        conditions,
+      },
+    },
+    columns: [
+      readyColumn,
+      { name: 'Cron', type: 'string', jsonPath: '.spec.cron' },
+      { name: 'Path', type: 'string', jsonPath: '.spec.path' },
+      { name: 'Suspend', type: 'boolean', jsonPath: '.spec.suspend' },
+      { name: 'Last', type: 'date', jsonPath: '.status.lastRun' },
+      { name: 'Next', type: 'string', jsonPath: '.status.nextRun' },
+      reasonColumn,
+      ageColumn,
+    ],
+  });
+}
+
 // ---- output ----------------------------------------------------------------------------------
 
 const HEADER = '# Generated by scripts/gen-crds.ts from playbook/schema.ts — do not edit; run `npm run build && npm run crds`.\n';
@@ -373,6 +469,7 @@ export function renderCrds(): Record<string, string> {
     ['playflow.io_playbooks.yaml', playbookCrd()],
     ['playflow.io_credentials.yaml', credentialCrd()],
     ['playflow.io_workerpools.yaml', workerPoolCrd()],
+    ['playflow.io_schedules.yaml', scheduleCrd()],
   ];
   return Object.fromEntries(docs.map(([file, doc]) => [file, HEADER + stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false })]));
 }
@@ -389,10 +486,11 @@ export function repoRoot(from = dirname(fileURLToPath(import.meta.url))): string
 }
 
 /**
- * The folders that hold the CRDs: crds/ for kubectl and GitOps, and the chart's crds/ (Helm
- * installs those before the templates and never deletes them on uninstall).
+ * The folders that hold the CRDs: crds/ for kubectl and GitOps, and the chart's files/crds/, which
+ * templates/crds.yaml renders (crds.enabled, crds.keep) so that `helm upgrade` and Argo CD/Flux
+ * syncs upgrade them — Helm's own crds/ folder is installed once and never upgraded.
  */
-export const CRD_DIRS = ['crds', join('helm', 'playflow', 'crds')];
+export const CRD_DIRS = ['crds', join('helm', 'playflow', 'files', 'crds')];
 
 /** Writes every CRD folder; with `--check` only reports stale files and exits 1 if any. */
 function main(argv: string[]): void {

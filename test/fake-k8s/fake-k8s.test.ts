@@ -46,6 +46,8 @@ describe('fake Kubernetes API server with the real client-node', () => {
     apps = kc.makeApiClient(k8s.AppsV1Api);
     coord = kc.makeApiClient(k8s.CoordinationV1Api);
     events = kc.makeApiClient(k8s.EventsV1Api);
+    // Objects live in namespaces that exist, as on a real server.
+    for (const name of ['ns1', 'gen', 'fin', 'core', 'watch']) await core.createNamespace({ body: { metadata: { name } } });
   });
   afterAll(async () => {
     await server.stop();
@@ -90,7 +92,10 @@ describe('fake Kubernetes API server with the real client-node', () => {
     const s4 = await custom.patchNamespacedCustomObject({ ...G, namespace: ns, plural: 'playbooks', name: 'g', body: [{ op: 'replace', path: '/spec/path', value: 'x/z' }] }, jsonPatchOpt);
     expect(s4.metadata.generation).toBe(2);
     expect(s4.status.catalogVersion).toBe(1);
-    const s5 = await custom.patchNamespacedCustomObject({ ...G, namespace: ns, plural: 'playbooks', name: 'g', body: { spec: { extra: true } } }, strategic);
+    // Custom resources take no strategic-merge patches (415), as on a real server.
+    const smp = await expectApiError(custom.patchNamespacedCustomObject({ ...G, namespace: ns, plural: 'playbooks', name: 'g', body: { spec: { extra: true } } }, strategic), 415);
+    expect(smp).toMatchObject({ reason: 'UnsupportedMediaType' });
+    const s5 = await custom.patchNamespacedCustomObject({ ...G, namespace: ns, plural: 'playbooks', name: 'g', body: { spec: { extra: true } } }, merge);
     expect(s5.metadata.generation).toBe(3);
     const stale = { ...o, spec: { path: 'stale' } };
     await expectApiError(custom.replaceNamespacedCustomObject({ ...G, namespace: ns, plural: 'playbooks', name: 'g', body: stale }), 409);

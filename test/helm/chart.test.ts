@@ -5,25 +5,26 @@
  * names the code actually reads (env variables, ports, probe paths).
  */
 import { describe, expect, it } from 'vitest';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { helm } from '../helpers/helm.js';
 import { crdValidator } from '../helpers/crd-validate.js';
 import { renderCrds } from '../../scripts/gen-crds.js';
+import { operatorAccess, rbacAllows } from '../helpers/rendered-rbac.js';
+import { VALUE_SETS } from '../release/render.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const chart = path.join(root, 'helm', 'playflow');
 const NAMESPACE = 'pf-test-ns';
 
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; data?: any };
+type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; data?: any; rules?: any };
 
-const valueSets: Record<string, string[]> = {
-  defaults: [],
-  externalDatabase: ['--set', 'postgresql.enabled=false', '--set', 'postgresql.external.existingSecret=pf-db'],
-  externalNats: ['--set', 'nats.enabled=false', '--set', 'nats.external.existingSecret=pf-nats'],
-  tokenOn: ['--set', 'apiToken.enabled=true', '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'server.replicas=1'],
-};
+const valueSets = VALUE_SETS;
+/** Namespaces a value set's own Roles may name besides the release namespace. */
+const WATCHED_ELSEWHERE = ['team-a', 'team-b'];
 
 function render(args: string[]): Doc[] {
   const out = helm(['template', 'rel', chart, '--namespace', NAMESPACE, ...args]);
@@ -74,13 +75,42 @@ const crds = Object.fromEntries(Object.values(renderCrds()).map((text) => {
 const validateCustomResource = crdValidator((kind) => crds[kind].spec.versions[0].schema.openAPIV3Schema);
 
 describe('helm chart', () => {
-  it('ships the generated CRDs (helm installs them first and keeps them on uninstall)', () => {
-    const dir = path.join(chart, 'crds');
+  it('ships copies of the generated CRDs (files/crds = crds/ = scripts/gen-crds.ts)', () => {
+    const dir = path.join(chart, 'files', 'crds');
     const files = renderCrds();
     expect(readdirSync(dir).sort()).toEqual(Object.keys(files).sort());
     for (const [file, text] of Object.entries(files)) {
-      expect(readFileSync(path.join(dir, file), 'utf8'), `helm/playflow/crds/${file} is stale: npm run build && npm run crds`).toBe(text);
+      expect(readFileSync(path.join(dir, file), 'utf8'), `helm/playflow/files/crds/${file} is stale: npm run build && npm run crds`).toBe(text);
+      expect(readFileSync(path.join(root, 'crds', file), 'utf8'), `crds/${file} is stale: npm run build && npm run crds`).toBe(text);
     }
+    // Helm's crds/ folder is installed once and never upgraded: the chart must not use it.
+    expect(() => statSync(path.join(chart, 'crds'))).toThrow();
+  });
+
+  it('templates the CRDs so that upgrades apply them (crds.enabled, crds.keep)', () => {
+    const generated = Object.values(renderCrds()).map((text) => parseAllDocuments(text)[0].toJSON());
+    const strip = (crd: any) => ({ ...crd, metadata: { name: crd.metadata.name } });
+    for (const args of [[], ['--is-upgrade']]) {
+      const rendered = render(args).filter((d) => d.kind === 'CustomResourceDefinition');
+      expect(rendered.map(strip)).toEqual(generated.map(strip).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)));
+      for (const crd of rendered) {
+        expect(crd.metadata.annotations?.['helm.sh/resource-policy'], crd.metadata.name).toBe('keep');
+        expect(crd.metadata.namespace).toBeUndefined();
+      }
+    }
+    const unkept = render(['--set', 'crds.keep=false']).filter((d) => d.kind === 'CustomResourceDefinition');
+    expect(unkept.length).toBe(generated.length);
+    for (const crd of unkept) expect(crd.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
+    expect(render(['--set', 'crds.enabled=false']).filter((d) => d.kind === 'CustomResourceDefinition')).toEqual([]);
+  });
+
+  it('leaves the worker count to the WorkerPool: no replicas on the StatefulSet, on install and upgrade', () => {
+    const worker = (args: string[]) => render(args).find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'rel-playflow-worker')!;
+    expect(worker([]).spec).not.toHaveProperty('replicas');
+    expect(worker(['--is-upgrade', '--set', 'worker.replicas=5']).spec).not.toHaveProperty('replicas');
+    // Without a WorkerPool (or without the operator) worker.replicas is the count.
+    expect(worker(['--set', 'worker.pool.enabled=false', '--set', 'worker.replicas=5']).spec.replicas).toBe(5);
+    expect(worker(['--set', 'operator.enabled=false', '--set', 'worker.replicas=3']).spec.replicas).toBe(3);
   });
 
   it('passes helm lint --strict with every value set', () => {
@@ -104,6 +134,40 @@ describe('helm chart', () => {
     describe(`rendered with ${name}`, () => {
       const docs = render(args);
 
+      it('renders a NATS configuration nats-server accepts (nats-server -t)', () => {
+        const cm = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'rel-playflow-nats');
+        if (!cm) {
+          expect(args).toContain('nats.enabled=false');
+          return;
+        }
+        const dir = mkdtempSync(path.join(tmpdir(), 'pf-nats-conf-'));
+        try {
+          const file = path.join(dir, 'nats.conf');
+          writeFileSync(file, cm.data['nats.conf']);
+          // -t parses and checks the file without starting (store_dir is not touched).
+          const out = execFileSync('/usr/sbin/nats-server', ['-t', '-c', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+          expect(out + '').not.toMatch(/error/i);
+        } catch (err) {
+          throw new Error(`nats-server rejects the rendered nats.conf:\n${cm.data['nats.conf']}\n${(err as { stderr?: string }).stderr ?? err}`, { cause: err });
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      });
+
+      it('lets the operator make every API call it makes, and take the Lease in its own namespace', () => {
+        const op = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'rel-playflow-operator')!;
+        const pod = podSpecOf(op);
+        const env = Object.fromEntries(pod.containers[0].env.filter((e: any) => 'value' in e).map((e: any) => [e.name, e.value]));
+        const watched = String(env.WATCH_NAMESPACES).split(',');
+        expect(watched, 'the chart\'s WorkerPool lives in the release namespace').toContain(NAMESPACE);
+        const sa = { name: pod.serviceAccountName, namespace: NAMESPACE };
+        const denied: string[] = [];
+        for (const a of operatorAccess({ watched, leaseNamespace: NAMESPACE })) {
+          if (!rbacAllows(docs, sa, a)) denied.push(`${a.verb} ${a.group || 'core'}/${a.resource} in ${a.namespace}`);
+        }
+        expect(denied).toEqual([]);
+      });
+
       it('validates every document against the Kubernetes schemas', async () => {
         const unknown: string[] = [];
         for (const doc of docs) {
@@ -124,7 +188,10 @@ describe('helm chart', () => {
 
       it('hard-codes no namespace', () => {
         for (const doc of docs) {
-          if (doc.metadata.namespace !== undefined) expect(doc.metadata.namespace).toBe(NAMESPACE);
+          if (doc.metadata.namespace === undefined || doc.metadata.namespace === NAMESPACE) continue;
+          // Only the operator's Roles and RoleBindings go to the namespaces it is told to watch.
+          expect(['Role', 'RoleBinding'], `${doc.kind}/${doc.metadata.name}`).toContain(doc.kind);
+          expect(WATCHED_ELSEWHERE).toContain(doc.metadata.namespace);
         }
       });
 
@@ -165,7 +232,7 @@ describe('helm chart', () => {
     expect(names).toContain('StatefulSet/rel-playflow-nats');
     expect(names).toContain('StatefulSet/rel-playflow-postgresql');
     expect(names).toContain('Role/rel-playflow-operator');
-    expect(names).toContain('Secret/rel-playflow-encryption');
+    expect(names).toContain('Job/rel-playflow-ensure-secrets');
     expect(names.some((n) => n.startsWith('Pod/') )).toBe(true); // the helm test hook
   });
 
@@ -194,22 +261,53 @@ describe('helm chart', () => {
 
   it('passes the API token to every process when it is on', () => {
     const docs = render(valueSets.tokenOn);
-    const secret = docs.find((d) => d.kind === 'Secret' && d.metadata.name === 'rel-playflow-api-token')!;
-    expect(Buffer.from(secret.data.token, 'base64').toString()).toMatch(/^[A-Za-z0-9]{40}$/);
     for (const doc of docs) {
       const pod = podSpecOf(doc);
-      if (!pod || doc.kind === 'StatefulSet' && /nats|postgresql/.test(doc.metadata.name)) continue;
+      if (!pod || doc.kind === 'Job' || doc.kind === 'StatefulSet' && /nats|postgresql/.test(doc.metadata.name)) continue;
       for (const c of pod.containers) {
-        expect(c.env.map((e: any) => e.name), `${doc.metadata.name}`).toContain('PLAYFLOW_API_TOKEN');
+        const token = c.env.find((e: any) => e.name === 'PLAYFLOW_API_TOKEN');
+        expect(token?.valueFrom?.secretKeyRef, `${doc.metadata.name}`).toEqual({ name: 'rel-playflow-api-token', key: 'token' });
       }
     }
+    // A token given as a value is rendered as is; a generated one comes from the hook Job.
+    const given = render([...valueSets.tokenOn, '--set', 'apiToken.value=abc']).find((d) => d.kind === 'Secret' && d.metadata.name === 'rel-playflow-api-token')!;
+    expect(Buffer.from(given.data.token, 'base64').toString()).toBe('abc');
   });
 
-  it('generates a 32-byte encryption key and keeps it on uninstall', () => {
-    const secret = render([]).find((d) => d.metadata.name === 'rel-playflow-encryption')!;
-    expect(secret.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
-    const key = Buffer.from(Buffer.from(secret.data.key, 'base64').toString(), 'base64');
-    expect(key.length).toBe(32);
+  it('requires the token by default; anonymous only when asked, and the SQL endpoint never anonymous', () => {
+    const serverEnv = (args: string[]) => {
+      const server = render(args).find((d) => d.kind === 'Deployment' && d.metadata.name === 'rel-playflow-server')!;
+      return Object.fromEntries(podSpecOf(server).containers[0].env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
+    };
+    const defaults = serverEnv([]);
+    expect(defaults.PLAYFLOW_API_TOKEN).toEqual({ secretKeyRef: { name: 'rel-playflow-api-token', key: 'token' } });
+    expect(defaults.PLAYFLOW_ALLOW_ANONYMOUS).toBeUndefined();
+    expect(defaults.PLAYFLOW_SQL_API).toBeUndefined(); // the server's default: off
+    const anonymous = serverEnv(valueSets.anonymous);
+    expect(anonymous.PLAYFLOW_API_TOKEN).toBeUndefined();
+    expect(anonymous.PLAYFLOW_ALLOW_ANONYMOUS).toBe('true');
+    expect(serverEnv(['--set', 'server.sqlApi=true']).PLAYFLOW_SQL_API).toBe('on');
+    expect(() => render([...valueSets.anonymous, '--set', 'server.sqlApi=true'])).toThrow(/server.sqlApi needs apiToken.enabled/);
+  });
+
+  it('generates the encryption key, the database password and the token in a hook Job, not in templates', () => {
+    const docs = render(valueSets.tokenOn);
+    expect(docs.filter((d) => d.kind === 'Secret').map((d) => d.metadata.name)).toEqual([]);
+    const job = docs.find((d) => d.kind === 'Job')!;
+    expect(job.metadata.annotations?.['helm.sh/hook']).toBe('pre-install,pre-upgrade');
+    const args = podSpecOf(job).containers[0].args;
+    expect(args.slice(0, 4)).toEqual(['operator', 'ensure-secrets', '--namespace', NAMESPACE]);
+    const spec = JSON.parse(args[5]);
+    expect(spec.find((s: any) => s.name === 'rel-playflow-encryption').keys).toEqual({ key: { random: 'base64', bytes: 32 } });
+    expect(spec.find((s: any) => s.name === 'rel-playflow-api-token').keys).toEqual({ token: { random: 'alphanumeric', length: 40 } });
+    // Its ServiceAccount may create Secrets and read/patch only these.
+    const sa = { name: podSpecOf(job).serviceAccountName, namespace: NAMESPACE };
+    expect(rbacAllows(docs, sa, { namespace: NAMESPACE, group: '', resource: 'secrets', verb: 'create' })).toBe(true);
+    const role = docs.find((d) => d.kind === 'Role' && d.metadata.name === sa.name)!;
+    expect(role.rules.find((r: any) => r.verbs.includes('get')).resourceNames.sort()).toEqual(spec.map((s: any) => s.name).sort());
+    // Nothing to generate when every secret is the user's: no Job.
+    const none = render(['--set', 'encryption.existingSecret=k', '--set', 'apiToken.existingSecret=t', ...valueSets.externalDatabase]);
+    expect(none.find((d) => d.kind === 'Job')).toBeUndefined();
   });
 
   it('uses env variables, ports and probe paths the code reads', () => {
