@@ -6,7 +6,7 @@
  */
 import { ApiError, PlayflowClient } from '../client/http.js';
 import { SecretsClient } from '../client/secrets.js';
-import type { QueueStats, RegisterPlaybookResponse } from '../client/protocol.js';
+import type { QueueStats, RegisterPlaybookResponse, ResourceOwner, ScheduleSpec, ScheduleView } from '../common/protocol.js';
 import type { JsonObject } from '../playbook/types.js';
 
 export { ApiError };
@@ -18,61 +18,94 @@ export interface CredentialUpsert {
   tags?: string[];
   meta?: JsonObject;
   schema?: JsonObject;
+  /** null removes a scope the resource no longer declares. */
+  scope?: { paths?: string[]; namespaces?: string[] } | null;
   data: JsonObject;
+  owner?: ResourceOwner;
+  /** Claim it though it has no owner when its meta says this resource stored it (upgrade adoption). */
+  adopt?: boolean;
 }
 
 export interface OperatorServerApi {
-  registerPlaybook(content: string, path: string): Promise<RegisterPlaybookResponse>;
-  /** Resolves when the path is gone (404 counts as gone). */
-  deletePlaybook(path: string): Promise<void>;
-  /** Latest catalog version at the path, or null when there is none. */
-  playbookVersion(path: string): Promise<number | null>;
-  queueStats(): Promise<QueueStats>;
+  /**
+   * 409 `owned_by_other` when another resource or an API client holds the path. `adoptVersion`:
+   * the version this resource's status says it registered; an ownerless path still at that
+   * version is claimed (what an operator from before ownership registered).
+   */
+  registerPlaybook(content: string, path: string, owner?: ResourceOwner, adoptVersion?: number): Promise<RegisterPlaybookResponse>;
+  /**
+   * Resolves when the path is gone (404 counts as gone). With `owner` (`Kind/ns/name`), 409
+   * `owned_by_other` when someone else holds it.
+   */
+  deletePlaybook(path: string, owner?: string): Promise<void>;
+  /** Latest catalog version and owner of each known path (absent = not in the catalog); no content. */
+  playbookVersions(paths: string[]): Promise<Map<string, { version: number; owner?: ResourceOwner }>>;
+  /** Depth of one worker pool's queue. */
+  queueStats(pool: string): Promise<QueueStats>;
   upsertCredential(c: CredentialUpsert): Promise<void>;
-  /** Resolves when the credential is gone (404 counts as gone). */
-  deleteCredential(name: string): Promise<void>;
-  /** Whether the store holds a credential of that name (metadata only; no data is read). */
-  credentialExists(name: string): Promise<boolean>;
+  /** Resolves when the credential is gone (404 counts as gone); `owner` as for deletePlaybook. */
+  deleteCredential(name: string, owner?: string): Promise<void>;
+  /** The stored credential's owner (metadata only; no data is read), or null when there is none. */
+  credentialOwner(name: string): Promise<{ owner?: ResourceOwner } | null>;
+  /** Create or replace a schedule declared by Kubernetes. */
+  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleView>;
+  /** The schedule, or null when there is none. */
+  getSchedule(name: string): Promise<ScheduleView | null>;
+  /** Resolves when it is gone (404 counts as gone). */
+  deleteSchedule(name: string): Promise<void>;
 }
 
 export function serverApi(client: PlayflowClient): OperatorServerApi {
   const secrets = new SecretsClient(client);
   return {
-    registerPlaybook: (content, path) => client.registerPlaybook(content, path),
-    async deletePlaybook(path) {
+    registerPlaybook: (content, path, owner, adoptVersion) => client.registerPlaybook(content, path, owner, adoptVersion),
+    async deletePlaybook(path, owner) {
       try {
-        await client.deletePlaybook(path);
+        await client.deletePlaybook(path, owner);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return;
         throw err;
       }
     },
-    async playbookVersion(path) {
+    async playbookVersions(paths) {
+      const { versions } = await client.playbookVersions(paths);
+      return new Map(versions.map((v) => [v.path, { version: v.version, ...(v.owner ? { owner: v.owner } : {}) }]));
+    },
+    queueStats: (pool) => client.queueStats(pool),
+    async upsertCredential(c) {
+      await secrets.putCredential(c);
+    },
+    async deleteCredential(name, owner) {
       try {
-        return (await client.getPlaybook(path)).version;
+        await secrets.deleteCredential(name, owner);
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return;
+        throw err;
+      }
+    },
+    putSchedule: (name, spec) => client.putSchedule(name, { ...spec, source: 'kubernetes' }),
+    async getSchedule(name) {
+      try {
+        return await client.getSchedule(name);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return null;
         throw err;
       }
     },
-    queueStats: () => client.queueStats(),
-    async upsertCredential(c) {
-      await secrets.putCredential(c);
-    },
-    async deleteCredential(name) {
+    async deleteSchedule(name) {
       try {
-        await secrets.deleteCredential(name);
+        await client.deleteSchedule(name, 'kubernetes');
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return;
         throw err;
       }
     },
-    async credentialExists(name) {
+    async credentialOwner(name) {
       try {
-        await secrets.getCredential(name); // metadata only: no data is decrypted or cached
-        return true;
+        const c = await secrets.getCredential(name); // metadata only: no data is decrypted or cached
+        return c.owner ? { owner: c.owner } : {};
       } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return false;
+        if (err instanceof ApiError && err.status === 404) return null;
         throw err;
       }
     },

@@ -54,3 +54,18 @@ export function getCondition(conditions: Condition[] | undefined, type: string):
 export function isTrue(conditions: Condition[] | undefined, type: string): boolean {
   return getCondition(conditions, type)?.status === 'True';
 }
+
+export function removeCondition(conditions: Condition[] | undefined, type: string): Condition[] {
+  return (conditions ?? []).filter((c) => c.type !== type);
+}
+
+/**
+ * kstatus conventions (sigs.k8s.io/cli-utils, used by Flux and `kubectl wait`): a resource that
+ * cannot make progress without someone changing it has `Stalled=True` with the terminal reason,
+ * next to `Ready=False`; one that is still working (or waiting for the server) has no `Stalled`.
+ * Argo CD reads the same conditions through examples/gitops/argocd-health.lua.
+ */
+export function withStalled(conditions: Condition[] | undefined, stalled: { reason: string; message: string } | undefined, generation?: number): Condition[] {
+  if (!stalled) return removeCondition(conditions, 'Stalled');
+  return setCondition(conditions, { type: 'Stalled', status: 'True', reason: stalled.reason, message: stalled.message }, generation);
+}

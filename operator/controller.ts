@@ -5,6 +5,7 @@
  * stabilisation windows); otherwise the key waits for the next change or resync.
  */
 import { WorkQueue, type WorkQueueOptions } from './workqueue.js';
+import { yieldIfBusy } from './yield.js';
 import type { Logger } from './log.js';
 import type { OperatorMetrics } from './metrics.js';
 
@@ -82,6 +83,7 @@ export class Controller {
         end();
         queue.done(key);
       }
+      await yieldIfBusy();
     }
   }
 }

@@ -3,6 +3,7 @@
  * defaults to JSON patch, so the Content-Type is set explicitly), error decoding (`ApiException.body`
  * is a JSON string) and list/watch paths for namespaced or cluster-wide informers.
  */
+import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, VERSION } from './types.js';
 
@@ -17,7 +18,33 @@ export interface KubeClients {
   watch: k8s.Watch;
 }
 
+/**
+ * client-node 1.x builds a new http(s).Agent for every request, so every API call opens a new TCP
+ * (and, in a cluster, TLS) connection: at 10,000 resources the operator spent more CPU connecting
+ * than reconciling, in synchronous slices that stalled the event loop. This keeps one keep-alive
+ * agent per distinct set of agent options (server, proxy, CA, client certificate: a rotated
+ * certificate gets a new agent), shared by the typed clients and the watches of this KubeConfig.
+ */
+export function reuseConnections(kc: k8s.KubeConfig): k8s.KubeConfig {
+  const target = kc as unknown as { createAgent(cluster: k8s.Cluster | null, opts: Record<string, unknown>): unknown; keepAliveAgents?: true };
+  if (target.keepAliveAgents) return kc;
+  const create = target.createAgent.bind(kc);
+  const agents = new Map<string, unknown>();
+  target.createAgent = (cluster, opts) => {
+    const key = createHash('sha256').update(JSON.stringify([cluster?.server, cluster?.proxyUrl, opts])).digest('hex');
+    let agent = agents.get(key);
+    if (!agent) {
+      agent = create(cluster, { ...opts, keepAlive: true });
+      agents.set(key, agent);
+    }
+    return agent;
+  };
+  target.keepAliveAgents = true;
+  return kc;
+}
+
 export function makeClients(kc: k8s.KubeConfig): KubeClients {
+  reuseConnections(kc);
   return {
     kc,
     custom: kc.makeApiClient(k8s.CustomObjectsApi),
@@ -75,13 +102,26 @@ export function resourcePath(group: string, version: string, plural: string, nam
   return namespace ? `${base}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `${base}/${plural}`;
 }
 
-export function listCustom(clients: KubeClients, plural: string, namespace: string): () => Promise<any> {
-  return () =>
-    namespace
-      ? clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural, namespace })
-      : clients.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural });
+/** One page of a list (`limit`, `continue`): the informers read large collections page by page. */
+export interface PageRequest {
+  limit?: number;
+  continue?: string;
 }
 
-export function listSecrets(clients: KubeClients, namespace: string): () => Promise<any> {
-  return () => (namespace ? clients.core.listNamespacedSecret({ namespace }) : clients.core.listSecretForAllNamespaces());
+const pageParams = (p: PageRequest = {}) => ({
+  ...(p.limit ? { limit: p.limit } : {}),
+  ...(p.continue ? { _continue: p.continue } : {}),
+});
+
+export function listCustom(clients: KubeClients, plural: string, namespace: string): (page?: PageRequest) => Promise<any> {
+  return (page) =>
+    namespace
+      ? clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural, namespace, ...pageParams(page) })
+      : clients.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural, ...pageParams(page) });
+}
+
+export function listSecrets(clients: KubeClients, namespace: string): (page?: PageRequest) => Promise<any> {
+  return (page) => (namespace
+    ? clients.core.listNamespacedSecret({ namespace, ...pageParams(page) })
+    : clients.core.listSecretForAllNamespaces(pageParams(page)));
 }

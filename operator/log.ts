@@ -2,24 +2,17 @@
  * The operator's logger: pino JSON lines (stdout). Controllers log object keys, reasons and
  * counts — never Secret data (Credential payloads are never passed to a log call).
  */
-import { pino } from 'pino';
+import { createLogger, type Logger as BaseLogger } from '../common/logger.js';
+import type { LogLevel } from '../common/config.js';
 
-export interface Logger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
+/** The common Logger, plus child loggers (one per controller). */
+export interface Logger extends BaseLogger {
   child(bindings: Record<string, unknown>): Logger;
 }
 
+/** The processes' one pino set-up (common/logger.ts: secret fields and URLs redacted), named for the operator. */
 export function createOperatorLogger(level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
-    name: 'playflow-operator',
-    level,
-    redact: { paths: ['data', '*.data', 'stringData', '*.stringData', 'token', '*.token'], censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  }) as unknown as Logger;
+  return createLogger({ name: 'playflow-operator', level: level as LogLevel });
 }
 
 /** A logger that drops everything (tests that do not care). */

@@ -23,16 +23,26 @@ import { PlayflowClient } from '../client/http.js';
 import { serverApi, type OperatorServerApi } from './api.js';
 import { Controller } from './controller.js';
 import { EventRecorder } from './events.js';
-import { Informer, type KubeObjectLike } from './informer.js';
+import { Informer, stripForCache, type KubeObjectLike, type ListPage } from './informer.js';
+import { yieldIfBusy } from './yield.js';
 import { listCustom, listSecrets, makeClients, resourcePath } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { createOperatorLogger, type Logger } from './log.js';
 import { OperatorMetrics } from './metrics.js';
-import { PLAYBOOK_PLURAL, playbookReconciler } from './controllers/playbook.js';
-import { CREDENTIAL_PLURAL, credentialReconciler } from './controllers/credential.js';
-import { DEFAULT_WORKERPOOL, WORKERPOOL_PLURAL, workerPoolReconciler } from './controllers/workerpool.js';
+import { PATH_INDEX, PLAYBOOK_PLURAL, playbookPathIndex, playbookReconciler } from './controllers/playbook.js';
+import {
+  CREDENTIAL_PLURAL, NAME_INDEX, SECRET_INDEX, credentialNameIndex, credentialReconciler, credentialSecretIndex,
+} from './controllers/credential.js';
+import { sweepPlaybookDrift } from './controllers/drift.js';
+import { SCHEDULE_PLURAL, scheduleReconciler } from './controllers/schedule.js';
+import { DEFAULT_WORKERPOOL, STATEFULSET_INDEX, statefulSetKey, WORKERPOOL_PLURAL, workerPoolReconciler } from './controllers/workerpool.js';
 import type { ControllerContext } from './controllers/common.js';
-import { GROUP, VERSION, type CredentialResource, type PlaybookResource, type WorkerPoolResource } from './types.js';
+import { GROUP, VERSION, type CredentialResource, type PlaybookResource, type ScheduleResource, type WorkerPoolResource } from './types.js';
+
+// Node compiles its fetch implementation (undici, ~1.5 MB of JavaScript) on first use: 50–150 ms
+// of synchronous work that landed in the first reconcile, with watches and lease renewals waiting
+// (seen in a CPU profile of bench/operator.ts). Load it with the operator's modules instead.
+new Headers();
 
 export interface OperatorOptions {
   kubeConfig: k8s.KubeConfig;
@@ -57,7 +67,19 @@ export interface OperatorOptions {
   resyncMs?: number;
   /** How often an in-sync object is checked against the server (drift repair). Default 5 min. */
   verifyIntervalMs?: number;
+  /** How long a finalizer waits for an unreachable server before releasing anyway. Default 5 min. */
+  finalizerTimeoutMs?: number;
+  /** Concurrent reconciles per controller. Default 4. */
+  workers?: number;
+  /** Retries per second over all keys of a controller (token bucket). Default 10. */
+  queueQps?: number;
+  /** Retries at once before the bucket paces them. Default 100. */
+  queueBurst?: number;
   workerPoolPollMs?: number;
+  /** Watch Schedule resources (default true; OPERATOR_SCHEDULES=off where the RBAC has no schedules). */
+  schedules?: boolean;
+  /** Longest wait before a Schedule's status (next/last run) is refreshed (default 60 s). */
+  scheduleStatusRefreshMs?: number;
   /** Work queue backoff (tests shorten it). */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
@@ -98,6 +120,13 @@ function multi<T extends KubeObjectLike>(informers: Informer<T>[], namespaced: b
     list(): T[] {
       return informers.flatMap((i) => i.list());
     },
+    /** Every cached object, without copying the caches into an array. */
+    *values(): Iterable<T> {
+      for (const i of informers) yield* i.values();
+    },
+    byIndex(index: string, value: string): T[] {
+      return informers.length === 1 ? informers[0]!.byIndex(index, value) : informers.flatMap((i) => i.byIndex(index, value));
+    },
     namespaced,
   };
 }
@@ -115,13 +144,14 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
   }));
   const ctx: ControllerContext = {
     clients, api, events: new EventRecorder(clients, identity, log), log, metrics, verifyIntervalMs: opts.verifyIntervalMs,
+    finalizerTimeoutMs: opts.finalizerTimeoutMs,
   };
   const namespaces = opts.namespaces?.length ? opts.namespaces : [''];
   const resyncMs = opts.resyncMs ?? 300_000;
 
-  const mk = <T extends KubeObjectLike>(name: string, path: string, list: () => Promise<any>) =>
+  const mk = <T extends KubeObjectLike>(name: string, path: string, list: (page: ListPage) => Promise<any>) =>
     new Informer<T>({
-      name, path, list, watch: clients.watch, log, resyncMs,
+      name, path, list, watch: clients.watch, log, resyncMs, transform: stripForCache,
       minBackoffMs: opts.informerBackoffMs ?? 200,
       watchTimeoutSeconds: opts.watchTimeoutSeconds,
     });
@@ -130,22 +160,50 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     credentials: mk<CredentialResource>(`credentials${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, CREDENTIAL_PLURAL, ns), listCustom(clients, CREDENTIAL_PLURAL, ns)),
     workerPools: mk<WorkerPoolResource>(`workerpools${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, WORKERPOOL_PLURAL, ns), listCustom(clients, WORKERPOOL_PLURAL, ns)),
     secrets: mk<k8s.V1Secret>(`secrets${ns ? `@${ns}` : ''}`, resourcePath('', 'v1', 'secrets', ns), listSecrets(clients, ns)),
+    schedules: opts.schedules === false ? undefined
+      : mk<ScheduleResource>(`schedules${ns ? `@${ns}` : ''}`, resourcePath(GROUP, VERSION, SCHEDULE_PLURAL, ns), listCustom(clients, SCHEDULE_PLURAL, ns)),
   }));
+  for (const s of sets) {
+    s.playbooks.addIndex(PATH_INDEX, playbookPathIndex);
+    s.credentials.addIndex(NAME_INDEX, credentialNameIndex);
+    s.credentials.addIndex(SECRET_INDEX, credentialSecretIndex);
+    s.workerPools.addIndex(STATEFULSET_INDEX, statefulSetKey);
+  }
   const playbooks = multi(sets.map((s) => s.playbooks), true);
   const credentials = multi(sets.map((s) => s.credentials), true);
   const workerPools = multi(sets.map((s) => s.workerPools), true);
   const secrets = multi(sets.map((s) => s.secrets), true);
+  const schedules = multi(sets.flatMap((s) => (s.schedules ? [s.schedules] : [])), true);
 
-  const qopts = { baseDelayMs: opts.baseBackoffMs ?? 500, maxDelayMs: opts.maxBackoffMs ?? 5 * 60_000 };
-  const playbookCtl = new Controller('playbook', playbookReconciler(ctx, playbooks), metrics, log, qopts);
-  const credentialCtl = new Controller('credential', credentialReconciler(ctx, { credentials, secrets }), metrics, log, qopts);
-  const poolCtl = new Controller('workerpool', workerPoolReconciler(ctx, workerPools, {
+  const qopts = {
+    baseDelayMs: opts.baseBackoffMs ?? 500, maxDelayMs: opts.maxBackoffMs ?? 5 * 60_000, qps: opts.queueQps, burst: opts.queueBurst,
+    workers: opts.workers ?? 4,
+  };
+  const reconcilePlaybook = playbookReconciler(ctx, { get: playbooks.get, byPath: (p) => playbooks.byIndex(PATH_INDEX, p) });
+  const playbookCtl = new Controller('playbook', reconcilePlaybook, metrics, log, qopts);
+  const credentialCtl = new Controller('credential', credentialReconciler(ctx, {
+    credentials: { get: credentials.get, byName: (n) => credentials.byIndex(NAME_INDEX, n) },
+    secrets,
+  }), metrics, log, qopts);
+  const poolsOf = (stsKey: string) => workerPools.byIndex(STATEFULSET_INDEX, stsKey);
+  const poolCtl = new Controller('workerpool', workerPoolReconciler(ctx, { get: workerPools.get, byStatefulSet: poolsOf }, {
     ...DEFAULT_WORKERPOOL,
     pollIntervalMs: opts.workerPoolPollMs ?? DEFAULT_WORKERPOOL.pollIntervalMs,
   }), metrics, log, qopts);
 
+  const scheduleCtl = new Controller('schedule', scheduleReconciler(ctx, schedules, { statusRefreshMs: opts.scheduleStatusRefreshMs }), metrics, log, qopts);
+
   const keyOf = (o: KubeObjectLike) => `${o.metadata?.namespace}/${o.metadata?.name}`;
   for (const s of sets) {
+    // Schedules, like WorkerPools, write their status on every sync: only spec and deletion
+    // changes re-trigger; the requeue at the next run refreshes the status.
+    s.schedules?.on('add', (o) => scheduleCtl.enqueue(keyOf(o)));
+    s.schedules?.on('update', (o, old) => {
+      if (o === old || o.metadata.generation !== old?.metadata.generation || !!o.metadata.deletionTimestamp !== !!old?.metadata.deletionTimestamp) {
+        scheduleCtl.enqueue(keyOf(o));
+      }
+    });
+    s.schedules?.on('delete', (o) => scheduleCtl.enqueue(keyOf(o)));
     s.playbooks.on('add', (o) => playbookCtl.enqueue(keyOf(o)));
     s.playbooks.on('update', (o) => playbookCtl.enqueue(keyOf(o)));
     s.playbooks.on('delete', (o) => playbookCtl.enqueue(keyOf(o)));
@@ -158,13 +216,18 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     s.workerPools.on('update', (o, old) => {
       if (o === old || o.metadata.generation !== old?.metadata.generation || !!o.metadata.deletionTimestamp !== !!old?.metadata.deletionTimestamp) {
         poolCtl.enqueue(keyOf(o));
+        if (old && old !== o) {
+          for (const k of statefulSetKey(old)) for (const p of poolsOf(k)) if (keyOf(p) !== keyOf(o)) poolCtl.enqueue(keyOf(p));
+        }
       }
     });
-    s.workerPools.on('delete', (o) => poolCtl.enqueue(keyOf(o)));
+    // A pool that goes away (or retargets) hands its StatefulSet to the next one at once.
+    s.workerPools.on('delete', (o) => {
+      poolCtl.enqueue(keyOf(o));
+      for (const k of statefulSetKey(o)) for (const p of poolsOf(k)) poolCtl.enqueue(keyOf(p));
+    });
     const secretChanged = (sec: k8s.V1Secret) => {
-      for (const c of credentials.list()) {
-        if (c.metadata.namespace === sec.metadata?.namespace && c.spec?.secretRef?.name === sec.metadata?.name) credentialCtl.enqueue(keyOf(c));
-      }
+      for (const c of credentials.byIndex(SECRET_INDEX, `${sec.metadata?.namespace}/${sec.metadata?.name}`)) credentialCtl.enqueue(keyOf(c));
     };
     s.secrets.on('add', secretChanged);
     s.secrets.on('update', (o, old) => {
@@ -172,19 +235,53 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
     });
     s.secrets.on('delete', secretChanged);
   }
-  const allInformers = sets.flatMap((s) => [s.playbooks, s.credentials, s.workerPools, s.secrets]);
+  const allInformers = sets.flatMap((s) => [s.playbooks, s.credentials, s.workerPools, s.secrets, ...(s.schedules ? [s.schedules] : [])]);
 
-  const controllers = [playbookCtl, credentialCtl, poolCtl];
+  const controllers = [playbookCtl, credentialCtl, poolCtl, ...(opts.schedules === false ? [] : [scheduleCtl])];
   let leading = false;
+  // The drift sweep (controllers/drift.ts) runs on the leader, one sweep at a time.
+  const verifyMs = Math.max(opts.verifyIntervalMs ?? 5 * 60_000, 100);
+  let driftTimer: NodeJS.Timeout | undefined;
+  let sweepGeneration = 0;
+  const scheduleSweep = (generation = sweepGeneration) => {
+    driftTimer = setTimeout(() => {
+      sweepPlaybookDrift({
+        api, log, playbooks: () => playbooks.values(),
+        onDrift: (key) => {
+          reconcilePlaybook.markDrifted(key);
+          playbookCtl.enqueue(key);
+        },
+      }).catch((err: unknown) => log.warn({ err: String((err as Error)?.message ?? err) }, 'drift sweep failed; retrying at the next interval'))
+        .finally(() => {
+          if (leading && generation === sweepGeneration) scheduleSweep(generation);
+        });
+    }, verifyMs);
+    driftTimer.unref?.();
+  };
   const startControllers = async () => {
     await Promise.all(allInformers.map((i) => i.waitForSync()));
     if (!leading) return;
     for (const c of controllers) c.start();
-    for (const o of playbooks.list()) playbookCtl.enqueue(keyOf(o));
-    for (const o of credentials.list()) credentialCtl.enqueue(keyOf(o));
-    for (const o of workerPools.list()) poolCtl.enqueue(keyOf(o));
+    // Tens of thousands of keys: enqueue in slices, so the first reconciles and the lease renewals
+    // run meanwhile.
+    const enqueueAll = async <T extends KubeObjectLike>(objs: Iterable<T>, ctl: Controller) => {
+      for (const o of [...objs]) {
+        if (!leading) return;
+        ctl.enqueue(keyOf(o));
+        const y = yieldIfBusy();
+        if (y) await y;
+      }
+    };
+    await enqueueAll(playbooks.values(), playbookCtl);
+    await enqueueAll(credentials.values(), credentialCtl);
+    await enqueueAll(workerPools.values(), poolCtl);
+    await enqueueAll(schedules.values(), scheduleCtl);
+    if (!driftTimer && leading) scheduleSweep();
   };
   const stopControllers = async () => {
+    clearTimeout(driftTimer);
+    driftTimer = undefined;
+    sweepGeneration += 1;
     await Promise.all(controllers.map((c) => c.stop()));
   };
 
@@ -284,7 +381,12 @@ export function operatorConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Omi
     },
     resyncMs: num(env.OPERATOR_RESYNC_SECONDS, 300) * 1000,
     verifyIntervalMs: num(env.OPERATOR_VERIFY_SECONDS, 300) * 1000,
+    finalizerTimeoutMs: num(env.OPERATOR_FINALIZER_TIMEOUT_SECONDS, 300) * 1000,
+    workers: num(env.OPERATOR_WORKERS, 4),
+    queueQps: num(env.OPERATOR_QUEUE_QPS, 10),
+    queueBurst: num(env.OPERATOR_QUEUE_BURST, 100),
     workerPoolPollMs: num(env.WORKERPOOL_POLL_SECONDS, 15) * 1000,
+    schedules: !['off', 'false', '0', 'no'].includes((env.OPERATOR_SCHEDULES ?? 'on').toLowerCase()),
     defaultMetrics: true,
   };
 }

@@ -4,12 +4,25 @@
  */
 import type { Json, JsonObject } from '../playbook/types.js';
 import type { Condition } from './conditions.js';
+import type { ScalingRules } from './scaling.js';
 
 export const GROUP = 'playflow.io';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 /** The finalizer Playbooks and Credentials carry while they exist in the server. */
 export const FINALIZER = 'playflow.io/cleanup';
+/**
+ * Set to "true" on a Playbook or Credential being deleted to release the finalizer at once, without
+ * waiting for the server (a Warning event says what was left behind).
+ */
+export const FORCE_DELETE_ANNOTATION = 'playflow.io/force-delete';
+/**
+ * What deleting the resource does to what it registered: `Retain` (default) keeps the catalog
+ * entry / stored credential (still owned by the resource's kind/namespace/name, so a re-created
+ * resource adopts it); `Delete` removes it.
+ */
+export type DeletionPolicy = 'Delete' | 'Retain';
+export const DEFAULT_DELETION_POLICY: DeletionPolicy = 'Retain';
 /** Field manager / event source name. */
 export const CONTROLLER_NAME = 'playflow-operator';
 
@@ -47,6 +60,7 @@ export interface PlaybookSpec {
   keychain?: JsonObject[];
   workbook?: JsonObject[];
   workflow: JsonObject[];
+  deletionPolicy?: DeletionPolicy;
 }
 
 export interface PlaybookStatus {
@@ -80,6 +94,8 @@ export interface CredentialSpec {
   description?: string;
   tags?: string[];
   meta?: JsonObject;
+  /** Playbooks allowed to use it (path globs, namespaces); absent = every playbook. */
+  scope?: { paths?: string[]; namespaces?: string[] };
   /** Validation schema applied by the server: {fields, required, types, description}. */
   schema?: JsonObject;
   secretRef: {
@@ -87,6 +103,7 @@ export interface CredentialSpec {
     /** Which Secret keys become which data fields; without it every key becomes a field. */
     keys?: SecretKeyMapping[];
   };
+  deletionPolicy?: DeletionPolicy;
 }
 
 export interface CredentialStatus {
@@ -105,6 +122,8 @@ export type CredentialResource = Resource<CredentialSpec, CredentialStatus>;
 export interface WorkerPoolSpec {
   /** The StatefulSet this pool scales (same namespace). */
   statefulSetName: string;
+  /** The worker pool whose queue depth it reads (default `default`). */
+  pool?: string;
   minReplicas?: number;
   maxReplicas: number;
   /** Queue depth (queued + leased commands) one replica is expected to handle. */
@@ -113,6 +132,13 @@ export interface WorkerPoolSpec {
   scaleDownStabilizationSeconds?: number;
   /** Replicas to run while the queue cannot be read; unset keeps the current count. */
   fallbackReplicas?: number;
+  /** Consecutive failed queue reads before fallbackReplicas applies (default 3, like KEDA's failureThreshold). */
+  fallbackFailureThreshold?: number;
+  /** Keep the count while |depth / (replicas × target) − 1| ≤ tolerance (default 0.1, the HPA's). */
+  tolerance?: number;
+  /** Rate policies (the HPA's behavior.scaleUp/scaleDown); unset: no limit. */
+  scaleUp?: ScalingRules;
+  scaleDown?: ScalingRules;
   /** How often the queue is read. Default 15 s. */
   pollIntervalSeconds?: number;
   /**
@@ -131,6 +157,8 @@ export interface WorkerPoolStatus {
   leased?: number;
   lastScaleTime?: string;
   lastQueueReadTime?: string;
+  /** Consecutive failed queue reads (0 after a successful one). */
+  queueReadFailures?: number;
   selector?: string;
   conditions?: Condition[];
 }
@@ -138,3 +166,29 @@ export interface WorkerPoolStatus {
 export type WorkerPoolResource = Resource<WorkerPoolSpec, WorkerPoolStatus>;
 
 export type AnyJson = Json;
+
+// ---- Schedule -------------------------------------------------------------------------------
+
+export interface ScheduleResourceSpec {
+  cron: string;
+  timezone?: string;
+  path: string;
+  version?: number;
+  payload?: JsonObject;
+  concurrencyPolicy?: 'Allow' | 'Forbid' | 'Replace';
+  missedRuns?: 'RunOnce' | 'Skip';
+  startingDeadlineSeconds?: number;
+  suspend?: boolean;
+}
+
+export interface ScheduleResourceStatus {
+  observedGeneration?: number;
+  scheduleName?: string;
+  nextRun?: string;
+  lastRun?: string;
+  lastExecutionId?: string;
+  lastSyncTime?: string;
+  conditions?: Condition[];
+}
+
+export type ScheduleResource = Resource<ScheduleResourceSpec, ScheduleResourceStatus>;

@@ -45,3 +45,23 @@ describe('WorkQueue', () => {
     q.shutdown();
   });
 });
+
+describe('rate limiters', () => {
+  it('the shared bucket paces retries of many keys once its burst is spent (client-go default: 10 qps, burst 100)', async () => {
+    const { BucketRateLimiter, defaultControllerRateLimiter } = await import('./ratelimiter.js');
+    let t = 0;
+    const bucket = new BucketRateLimiter(10, 3, () => t);
+    expect([bucket.when(), bucket.when(), bucket.when(), bucket.when(), bucket.when()]).toEqual([0, 0, 0, 100, 200]);
+    t = 1000; // 10 tokens refilled, capped at the burst
+    expect([bucket.when(), bucket.when(), bucket.when(), bucket.when()]).toEqual([0, 0, 0, 100]);
+
+    // 200 different keys failing at once: each key's own backoff is the base delay, but the
+    // bucket spreads them out, the last one by ~(200 - 100) / 10 qps = 10 s.
+    const q = new WorkQueue('t', { rateLimiter: defaultControllerRateLimiter({ baseDelayMs: 5, maxDelayMs: 1000 }) });
+    const delays = Array.from({ length: 200 }, (_, i) => q.addRateLimited(`k${i}`));
+    expect(delays.slice(0, 100).every((d) => d === 5)).toBe(true);
+    expect(delays[199]).toBeGreaterThan(9000);
+    expect(delays[199]).toBeLessThanOrEqual(10_000);
+    q.shutdown();
+  });
+});

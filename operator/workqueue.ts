@@ -2,14 +2,15 @@
  * A rate-limited work queue in the manner of client-go's: keys (`namespace/name`) are
  * deduplicated — a key added many times while it waits is processed once, and a key added while
  * it is being processed is processed again afterwards (never concurrently with itself). Failures
- * requeue with per-key exponential backoff (`base · 2^failures`, capped), which `forget` resets
- * after a success. `addAfter` schedules a key (periodic polls, leases, stabilisation windows).
+ * requeue after the rate limiter's delay (ratelimiter.ts: per-key exponential backoff, at most the
+ * shared bucket's rate over all keys), which `forget` resets after a success. `addAfter` schedules
+ * a key (periodic polls, leases, stabilisation windows).
  */
-export interface WorkQueueOptions {
-  /** First retry delay after a failure. Default 500 ms. */
-  baseDelayMs?: number;
-  /** Retry delay cap. Default 5 min. */
-  maxDelayMs?: number;
+import { defaultControllerRateLimiter, type DefaultRateLimiterOptions, type RateLimiter } from './ratelimiter.js';
+
+export interface WorkQueueOptions extends DefaultRateLimiterOptions {
+  /** Replaces the default limiter built from the other options. */
+  rateLimiter?: RateLimiter;
 }
 
 export class WorkQueue {
@@ -17,16 +18,13 @@ export class WorkQueue {
   /** Keys waiting (in `queue`) or to be requeued after their current processing. */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
-  private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private waiters: Array<(key: string | undefined) => void> = [];
   private shuttingDown = false;
-  private readonly baseDelayMs: number;
-  private readonly maxDelayMs: number;
+  private readonly limiter: RateLimiter;
 
   constructor(readonly name: string, opts: WorkQueueOptions = {}) {
-    this.baseDelayMs = opts.baseDelayMs ?? 500;
-    this.maxDelayMs = opts.maxDelayMs ?? 5 * 60_000;
+    this.limiter = opts.rateLimiter ?? defaultControllerRateLimiter(opts);
   }
 
   add(key: string): void {
@@ -62,20 +60,18 @@ export class WorkQueue {
 
   /** Requeues after the key's backoff and counts a failure. Returns the delay used. */
   addRateLimited(key: string): number {
-    const n = this.failures.get(key) ?? 0;
-    this.failures.set(key, n + 1);
-    const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** n);
+    const delay = this.limiter.when(key);
     this.addAfter(key, delay);
     return delay;
   }
 
   /** Clears the key's failure count (after a success). */
   forget(key: string): void {
-    this.failures.delete(key);
+    this.limiter.forget(key);
   }
 
   numRequeues(key: string): number {
-    return this.failures.get(key) ?? 0;
+    return this.limiter.numRequeues(key);
   }
 
   /** Next key to process, or undefined once shut down. Call `done(key)` when finished. */

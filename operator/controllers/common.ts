@@ -3,8 +3,9 @@ import { patchCustom } from '../kube.js';
 import type { EventRecorder } from '../events.js';
 import type { Logger } from '../log.js';
 import type { OperatorMetrics } from '../metrics.js';
-import type { OperatorServerApi } from '../api.js';
-import { FINALIZER, type Resource } from '../types.js';
+import { ApiError, type OperatorServerApi } from '../api.js';
+import type { ResourceOwner } from '../../common/protocol.js';
+import { DEFAULT_DELETION_POLICY, FINALIZER, FORCE_DELETE_ANNOTATION, type DeletionPolicy, type Resource } from '../types.js';
 
 /** What every controller gets from the operator. */
 export interface ControllerContext {
@@ -18,6 +19,42 @@ export interface ControllerContext {
    * credential still exists, nobody replaced it), so drift is repaired. Default 5 min.
    */
   verifyIntervalMs?: number;
+  /**
+   * How long a finalizer waits for an unreachable server before it lets the resource go anyway
+   * (with a Warning event). Default 5 min (`OPERATOR_FINALIZER_TIMEOUT_SECONDS`).
+   */
+  finalizerTimeoutMs?: number;
+}
+
+export const DEFAULT_FINALIZER_TIMEOUT_MS = 5 * 60_000;
+
+/** The owner recorded in the server for what this resource registers. */
+export function ownerOf(kind: string, obj: Resource<unknown, unknown>): ResourceOwner {
+  return { kind, namespace: obj.metadata.namespace, name: obj.metadata.name, ...(obj.metadata.uid ? { uid: obj.metadata.uid } : {}) };
+}
+
+/** `Kind/namespace/name`, the owner-guarded DELETE's form. */
+export function ownerRef(kind: string, obj: Resource<unknown, unknown>): string {
+  return `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`;
+}
+
+/** 409 `owned_by_other`: the server says someone else holds the path or name. */
+export function isOwnedByOther(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.status === 409 && err.code === 'owned_by_other';
+}
+
+export function deletionPolicyOf(obj: { spec?: { deletionPolicy?: DeletionPolicy } }): DeletionPolicy {
+  return obj.spec?.deletionPolicy ?? DEFAULT_DELETION_POLICY;
+}
+
+export function forceDeleteRequested(obj: Resource<unknown, unknown>): boolean {
+  return obj.metadata.annotations?.[FORCE_DELETE_ANNOTATION] === 'true';
+}
+
+/** Whether the object has waited for its cleanup longer than the finalizer timeout. */
+export function finalizerExpired(ctx: ControllerContext, obj: Resource<unknown, unknown>, now = Date.now()): boolean {
+  const since = obj.metadata.deletionTimestamp ? new Date(obj.metadata.deletionTimestamp).getTime() : now;
+  return now - since >= (ctx.finalizerTimeoutMs ?? DEFAULT_FINALIZER_TIMEOUT_MS);
 }
 
 /**

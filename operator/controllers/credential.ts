@@ -16,28 +16,52 @@
  * - 400/422 (schema validation): Ready=False reason Invalid with the server's messages; retried
  *   only when the Secret or the spec changes. Server unreachable: Ready=False ServerUnavailable,
  *   retried with backoff.
- * - Deletion: the finalizer removes the credential (DELETE /api/credentials/{name}) then itself.
+ * - Ownership: the store records this resource as the name's owner; another resource (an index
+ *   lookup) or the server's 409 `owned_by_other` (a credential created through the API, another
+ *   cluster) → Ready=False reason Conflict naming the owner, Stalled=True; nothing is overwritten.
+ * - Upgrade adoption: an operator from before ownership stored credentials without an owner
+ *   (with meta `source: kubernetes`, `namespace`, `resource`). When this resource's status says it
+ *   synced the name (`credentialName`, `lastSyncTime`), the upsert sends `adopt: true` and the
+ *   server lets it claim an ownerless credential whose meta names this resource; the periodic
+ *   store check (verify interval) finds ownerless ones among in-sync Credentials. A credential
+ *   created through the API (no such meta) stays protected: Conflict.
+ * - Deletion (finalizer): `deletionPolicy: Retain` (default) keeps the stored credential; `Delete`
+ *   removes it, owner-guarded. Server unreachable past the finalizer timeout, or the annotation
+ *   `playflow.io/force-delete: "true"`: the finalizer is released with a Warning event.
  */
 import type { V1Secret } from '@kubernetes/client-node';
 import type { Json, JsonObject } from '../../playbook/types.js';
 import { ApiError, isServerUnavailable, problemsOf } from '../api.js';
-import { getCondition, setCondition, type Condition, type ConditionInput } from '../conditions.js';
+import { getCondition, setCondition, withStalled, type Condition, type ConditionInput } from '../conditions.js';
 import type { ReconcileResult } from '../controller.js';
 import { patchCustomStatus } from '../kube.js';
 import type { CredentialResource, CredentialStatus } from '../types.js';
 import {
-  CONFLICT_RETRY_MS, addFinalizer, hasFinalizer, nowIso, owner, removeFinalizer, splitKey, type ControllerContext,
+  CONFLICT_RETRY_MS, addFinalizer, deletionPolicyOf, finalizerExpired, forceDeleteRequested, hasFinalizer, isOwnedByOther, nowIso,
+  owner, ownerOf, ownerRef, removeFinalizer, splitKey, type ControllerContext,
 } from './common.js';
 
 export const CREDENTIAL_PLURAL = 'credentials';
+export const CREDENTIAL_KIND = 'Credential';
+/** Informer indexes: store name → Credentials claiming it; `namespace/secret` → Credentials reading it. */
+export const NAME_INDEX = 'credentialName';
+export const SECRET_INDEX = 'secretRef';
 const CONTROLLER = 'credential';
 
 export function credentialNameOf(obj: CredentialResource): string {
   return obj.spec?.name || obj.metadata.name;
 }
 
+export const credentialNameIndex = (obj: CredentialResource): string[] => [credentialNameOf(obj)];
+export const credentialSecretIndex = (obj: CredentialResource): string[] =>
+  obj.spec?.secretRef?.name ? [`${obj.metadata.namespace}/${obj.spec.secretRef.name}`] : [];
+
 export interface CredentialCaches {
-  credentials: { get(ns: string, name: string): CredentialResource | undefined; list(): CredentialResource[] };
+  credentials: {
+    get(ns: string, name: string): CredentialResource | undefined;
+    /** Credentials whose store name is `name` (NAME_INDEX). */
+    byName(name: string): CredentialResource[];
+  };
   secrets: { get(ns: string, name: string): V1Secret | undefined };
 }
 
@@ -99,16 +123,22 @@ export function credentialData(obj: CredentialResource, secret: V1Secret): JsonO
   return data;
 }
 
+/** Ready=False reasons that need someone to change the resource or its Secret (kstatus Stalled). */
+const TERMINAL_REASONS = new Set(['Invalid', 'Conflict', 'SecretKeyNotFound', 'SecretEmpty']);
+
 export function credentialReconciler(ctx: ControllerContext, caches: CredentialCaches) {
   const log = ctx.log.child({ controller: CONTROLLER });
   const verifyMs = ctx.verifyIntervalMs ?? 5 * 60_000;
-  /** uid → when the store was last seen holding this credential. */
+  /** key → when the store was last seen holding this credential. */
   const verified = new Map<string, number>();
 
+  /** Sets the conditions; a Ready=False with a terminal reason also sets Stalled=True (kstatus). */
   function conditions(obj: CredentialResource, ...updates: ConditionInput[]): Condition[] {
     let list = obj.status?.conditions;
     for (const u of updates) list = setCondition(list, u, obj.metadata.generation);
-    return list ?? [];
+    const ready = getCondition(list, 'Ready');
+    const terminal = ready?.status === 'False' && TERMINAL_REASONS.has(ready.reason);
+    return withStalled(list, terminal ? { reason: ready.reason, message: ready.message } : undefined, obj.metadata.generation);
   }
 
   async function writeStatus(obj: CredentialResource, status: CredentialStatus): Promise<void> {
@@ -116,34 +146,57 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
   }
 
   function sharedName(obj: CredentialResource, name: string): boolean {
-    return caches.credentials.list().some((o) => o.metadata.uid !== obj.metadata.uid && !o.metadata.deletionTimestamp && credentialNameOf(o) === name);
+    return caches.credentials.byName(name).some((o) => o.metadata.uid !== obj.metadata.uid && !o.metadata.deletionTimestamp);
+  }
+
+  async function conflict(obj: CredentialResource, message: string): Promise<ReconcileResult> {
+    if (getCondition(obj.status?.conditions, 'Ready')?.message !== message) {
+      await writeStatus(obj, { observedGeneration: obj.metadata.generation, conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'Conflict', message }) });
+      await ctx.events.record(obj, 'Warning', 'Conflict', message);
+    }
+    return { requeueAfterMs: CONFLICT_RETRY_MS };
+  }
+
+  async function release(obj: CredentialResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    await ctx.events.record(obj, type, reason, message);
+    await removeFinalizer(ctx, CREDENTIAL_PLURAL, obj);
+    log.info({ key: `${obj.metadata.namespace}/${obj.metadata.name}`, reason }, message);
   }
 
   async function finalize(obj: CredentialResource): Promise<void> {
     if (!hasFinalizer(obj)) return;
     const name = obj.status?.credentialName;
-    if (name && !sharedName(obj, name)) {
-      try {
-        await ctx.api.deleteCredential(name);
-      } catch (err) {
-        ctx.metrics.serverErrors.inc({ controller: CONTROLLER });
-        if (isServerUnavailable(err)) {
-          await writeStatus(obj, {
-            conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'ServerUnavailable', message: `deleting credential ${name}: ${(err as Error).message}` }),
-          }).catch(() => undefined);
-        }
-        throw err;
-      }
-      await ctx.events.record(obj, 'Normal', 'Deleted', `Deleted credential ${name}`);
+    if (!name) return release(obj, 'Normal', 'Released', 'Nothing was stored; finalizer released');
+    if (forceDeleteRequested(obj)) {
+      return release(obj, 'Warning', 'ForceDeleted', `Finalizer released at once (annotation playflow.io/force-delete); credential ${name} was left in the store`);
     }
-    await removeFinalizer(ctx, CREDENTIAL_PLURAL, obj);
-    log.info({ key: `${obj.metadata.namespace}/${obj.metadata.name}`, credential: name }, 'credential deleted; finalizer released');
+    if (deletionPolicyOf(obj) === 'Retain') return release(obj, 'Normal', 'Retained', `Kept credential ${name} in the store (deletionPolicy Retain)`);
+    if (sharedName(obj, name)) return release(obj, 'Normal', 'Released', `credential ${name} is claimed by another Credential; left in the store`);
+    try {
+      await ctx.api.deleteCredential(name, ownerRef(CREDENTIAL_KIND, obj));
+    } catch (err) {
+      if (isOwnedByOther(err)) return release(obj, 'Warning', 'NotOwned', `credential ${name} was left in the store: ${err.message}`);
+      ctx.metrics.serverErrors.inc({ controller: CONTROLLER });
+      if (!isServerUnavailable(err)) throw err;
+      if (finalizerExpired(ctx, obj)) {
+        return release(obj, 'Warning', 'CleanupAbandoned',
+          `The Playflow server stayed unreachable past the finalizer timeout; credential ${name} may remain in the store (${(err as Error).message})`);
+      }
+      await writeStatus(obj, {
+        conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'ServerUnavailable', message: `deleting credential ${name}: ${(err as Error).message}` }),
+      }).catch(() => undefined);
+      throw err;
+    }
+    return release(obj, 'Normal', 'Deleted', `Deleted credential ${name}`);
   }
 
   return async function reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace, name] = splitKey(key);
     let obj = caches.credentials.get(namespace, name);
-    if (!obj) return;
+    if (!obj) {
+      verified.delete(key);
+      return;
+    }
     if (obj.metadata.deletionTimestamp) return finalize(obj);
     if (!hasFinalizer(obj)) obj = await addFinalizer(ctx, CREDENTIAL_PLURAL, obj);
 
@@ -151,14 +204,9 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
     const credName = credentialNameOf(obj);
     const secretName = obj.spec.secretRef?.name;
     const st = obj.status ?? {};
-    const nameOwner = owner(caches.credentials.list().filter((o) => credentialNameOf(o) === credName));
+    const nameOwner = owner(caches.credentials.byName(credName));
     if (nameOwner && nameOwner.metadata.uid !== obj.metadata.uid) {
-      const message = `credential name ${credName} is managed by Credential ${nameOwner.metadata.namespace}/${nameOwner.metadata.name}`;
-      if (getCondition(st.conditions, 'Ready')?.message !== message) {
-        await writeStatus(obj, { observedGeneration: generation, conditions: conditions(obj, { type: 'Ready', status: 'False', reason: 'NameConflict', message }) });
-        await ctx.events.record(obj, 'Warning', 'NameConflict', message);
-      }
-      return { requeueAfterMs: CONFLICT_RETRY_MS };
+      return conflict(obj, `credential name ${credName} is owned by Credential ${nameOwner.metadata.namespace}/${nameOwner.metadata.name}`);
     }
     const secret = secretName ? caches.secrets.get(namespace, secretName) : undefined;
     if (!secret) {
@@ -190,14 +238,16 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
       && (ready?.status === 'True' || ready?.reason === 'Invalid')) {
       // This Secret version and spec are already stored (or known to be rejected); now and then
       // check the store still has it (someone may have deleted it through the API).
-      const uid = obj.metadata.uid ?? key;
-      if (ready?.status !== 'True' || Date.now() - (verified.get(uid) ?? 0) < verifyMs) return;
-      if (await ctx.api.credentialExists(credName)) {
-        verified.set(uid, Date.now());
+      if (ready?.status !== 'True' || Date.now() - (verified.get(key) ?? 0) < verifyMs) return;
+      const stored = await ctx.api.credentialOwner(credName);
+      if (stored?.owner) {
+        verified.set(key, Date.now());
         return;
       }
-      log.info({ key, credential: credName }, 'credential missing from the store; storing it again');
+      if (stored) log.info({ key, credential: credName }, 'credential without owner (stored before ownership): adopting');
+      else log.info({ key, credential: credName }, 'credential missing from the store; storing it again');
     }
+    const wroteIt = st.credentialName === credName && st.lastSyncTime !== undefined;
 
     try {
       await ctx.api.upsertCredential({
@@ -206,10 +256,15 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
         ...(obj.spec.description !== undefined ? { description: obj.spec.description } : {}),
         ...(obj.spec.tags !== undefined ? { tags: obj.spec.tags } : {}),
         ...(obj.spec.schema !== undefined ? { schema: obj.spec.schema } : {}),
+        // The resource is the source of truth: a scope removed from it is removed from the store.
+        scope: obj.spec.scope ?? null,
         meta: { ...(obj.spec.meta ?? {}), source: 'kubernetes', namespace, resource: obj.metadata.name, secret: secretName },
         data,
+        owner: ownerOf(CREDENTIAL_KIND, obj),
+        ...(wroteIt ? { adopt: true } : {}),
       });
     } catch (err) {
+      if (isOwnedByOther(err)) return conflict(obj, err.message);
       ctx.metrics.serverErrors.inc({ controller: CONTROLLER });
       if (err instanceof ApiError && (err.status === 400 || err.status === 422)) {
         const message = problemsOf(err).join('; ');
@@ -223,6 +278,7 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
         return;
       }
       await writeStatus(obj, {
+        observedGeneration: generation,
         conditions: conditions(obj, {
           type: 'Ready', status: 'False',
           reason: isServerUnavailable(err) ? 'ServerUnavailable' : 'SyncFailed',
@@ -233,9 +289,13 @@ export function credentialReconciler(ctx: ControllerContext, caches: CredentialC
     }
 
     if (st.credentialName && st.credentialName !== credName && !sharedName(obj, st.credentialName)) {
-      await ctx.api.deleteCredential(st.credentialName);
+      try {
+        await ctx.api.deleteCredential(st.credentialName, ownerRef(CREDENTIAL_KIND, obj));
+      } catch (err) {
+        if (!isOwnedByOther(err)) throw err;
+      }
     }
-    verified.set(obj.metadata.uid ?? key, Date.now());
+    verified.set(key, Date.now());
     const rotated = st.credentialName === credName && st.secretResourceVersion !== undefined && st.secretResourceVersion !== secretRv;
     await writeStatus(obj, {
       observedGeneration: generation,

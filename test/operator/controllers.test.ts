@@ -23,7 +23,11 @@ const fast = {
 };
 
 describe('operator controllers (fake API server + stub Playflow server)', { timeout: 120_000 }, () => {
-  const kube = new FakeKubeServer({ bookmarkIntervalMs: 200, crds: loadCrds() });
+  const kube = new FakeKubeServer({
+    bookmarkIntervalMs: 200, crds: loadCrds(),
+    // The namespaces the tests write to exist, as on a real cluster (creating into a missing one is 404).
+    namespaces: ['playflow-system', 'pb', 'down', 'cred', 'wp', 'relist', 'le', 'conf-a', 'conf-b', 'drift', 'only-a', 'only-b', 'other'],
+  });
   const stub = new StubPlayflowServer();
   let proxy: FaultProxy;
   const running: RunningOperator[] = [];
@@ -109,8 +113,9 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     expect(posts()).toBe(afterInvalid);
     await eventually(() => expect(eventsFor(kube, ns, 'hello').map((e) => e.reason)).toContain('InvalidPlaybook'));
 
-    // fix it, then delete → removed from the catalog, finalizer released, object gone
-    kube.putObject('playbooks', { ...invalid, spec: { workflow: [{ step: 'start' }] } });
+    // fix it, then delete (deletionPolicy Delete; the default Retain is tested below) → removed
+    // from the catalog, finalizer released, object gone
+    kube.putObject('playbooks', { ...invalid, spec: { workflow: [{ step: 'start' }], deletionPolicy: 'Delete' } });
     await eventually(() => expect(kube.getObject('playbooks', ns, 'hello')!.status.catalogVersion).toBe(3));
     await op.informers[0]!.playbooks.waitForSync();
     const kc = kube.kubeConfig('user');
@@ -147,7 +152,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     kube.putObject('credentials', {
       metadata: { name: 'pg-main', namespace: ns },
       spec: {
-        type: 'postgres', description: 'main db', tags: ['db'],
+        type: 'postgres', description: 'main db', tags: ['db'], deletionPolicy: 'Delete', scope: { namespaces: ['cred'] },
         schema: { required: ['db_host', 'db_password'], types: { db_port: 'integer' } },
         secretRef: { name: 'pg-secret', keys: [{ key: 'host', field: 'db_host' }, { key: 'port', field: 'db_port' }, { key: 'password', field: 'db_password' }] },
       },
@@ -155,7 +160,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     await eventually(() => expect(condition(kube.getObject('credentials', ns, 'pg-main'), 'Ready')).toMatchObject({ status: 'False', reason: 'SecretNotFound' }));
     kube.putObject('secrets', { metadata: { name: 'pg-secret', namespace: ns }, stringData: { host: 'db', port: '5432', password: 's3cret' } }, '');
     await eventually(() => expect(condition(kube.getObject('credentials', ns, 'pg-main'), 'Ready')?.status).toBe('True'));
-    expect(stub.credentials.get('pg-main')).toMatchObject({ type: 'postgres', description: 'main db', tags: ['db'], data: { db_host: 'db', db_port: 5432, db_password: 's3cret' } });
+    expect(stub.credentials.get('pg-main')).toMatchObject({ type: 'postgres', description: 'main db', tags: ['db'], scope: { namespaces: ['cred'] }, data: { db_host: 'db', db_port: 5432, db_password: 's3cret' } });
     // the custom resource never carries the data
     expect(JSON.stringify(kube.getObject('credentials', ns, 'pg-main'))).not.toContain('s3cret');
 
@@ -305,7 +310,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     kube.putObject('playbooks', { metadata: { name: 'p', namespace: ns1 }, spec: { path: 'shared/path', workflow: [{ step: 'start' }] } });
     await eventually(() => expect(kube.getObject('playbooks', ns1, 'p')?.status?.catalogVersion).toBe(1));
     kube.putObject('playbooks', { metadata: { name: 'p', namespace: ns2 }, spec: { path: 'shared/path', workflow: [{ step: 'start', desc: 'other' }] } });
-    await eventually(() => expect(condition(kube.getObject('playbooks', ns2, 'p'), 'Ready')).toMatchObject({ status: 'False', reason: 'PathConflict' }));
+    await eventually(() => expect(condition(kube.getObject('playbooks', ns2, 'p'), 'Ready')).toMatchObject({ status: 'False', reason: 'Conflict' }));
     expect(condition(kube.getObject('playbooks', ns2, 'p'), 'Ready')!.message).toContain('conf-a/p');
     expect(stub.catalog.get('shared/path')).toHaveLength(1);
 
@@ -314,7 +319,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     kube.putObject('credentials', { metadata: { name: 'c', namespace: ns1 }, spec: { name: 'shared-cred', type: 'bearer', secretRef: { name: 's' } } });
     await eventually(() => expect(stub.credentials.get('shared-cred')?.data.token).toBe('one'));
     kube.putObject('credentials', { metadata: { name: 'c', namespace: ns2 }, spec: { name: 'shared-cred', type: 'bearer', secretRef: { name: 's' } } });
-    await eventually(() => expect(condition(kube.getObject('credentials', ns2, 'c'), 'Ready')).toMatchObject({ status: 'False', reason: 'NameConflict' }));
+    await eventually(() => expect(condition(kube.getObject('credentials', ns2, 'c'), 'Ready')).toMatchObject({ status: 'False', reason: 'Conflict' }));
     expect(stub.credentials.get('shared-cred')?.data.token).toBe('one');
   });
 

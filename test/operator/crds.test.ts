@@ -1,8 +1,8 @@
 /**
  * The CRDs in crds/: checked in and up to date with scripts/gen-crds.ts (which derives the
  * Playbook schema from playbook/schema.ts), structural as Kubernetes requires, and accepting every
- * example custom resource in examples/k8s/ (ajv on each version's openAPIV3Schema, plus the
- * unknown-field check the API server's strict field validation does).
+ * example custom resource in examples/k8s/ (the fake API server's schema code: openAPIV3Schema,
+ * CEL rules, and the unknown-field check the API server's strict field validation does).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -158,11 +158,14 @@ describe('CRDs', () => {
         if (obj.kind === 'Credential') expect(JSON.stringify(obj.spec)).not.toMatch(/password"?\s*:\s*"/);
       }
     }
-    expect([...seen].sort()).toEqual(['Credential', 'Playbook', 'WorkerPool']);
+    expect([...seen].sort()).toEqual(['Credential', 'Playbook', 'Schedule', 'WorkerPool']);
 
     expect(check('WorkerPool', { apiVersion: 'playflow.io/v1alpha1', kind: 'WorkerPool', metadata: { name: 'x' }, spec: { statefulSetName: 'w', maxReplicas: 'ten' } }).join()).toMatch(/maxReplicas/);
     expect(check('Playbook', { apiVersion: 'playflow.io/v1alpha1', kind: 'Playbook', metadata: { name: 'x' }, spec: { workflow: [{ step: 'a', tool: { method: 'GET' } }] } }).join()).toMatch(/kind/);
     expect(check('Playbook', { apiVersion: 'playflow.io/v1alpha1', kind: 'Playbook', metadata: { name: 'x' }, spec: { workflow: [{ step: 'a', nxt: 'b' }] } })).toContain('.spec.workflow[0].nxt: unknown field');
     expect(check('Credential', { apiVersion: 'playflow.io/v1alpha1', kind: 'Credential', metadata: { name: 'x' }, spec: { type: 'postgres' } }).join()).toMatch(/secretRef/);
+    // and the CEL rules are evaluated, as the API server does
+    expect(check('WorkerPool', { apiVersion: 'playflow.io/v1alpha1', kind: 'WorkerPool', metadata: { name: 'x' }, spec: { statefulSetName: 'w', minReplicas: 3, maxReplicas: 2 } }))
+      .toEqual(['spec: Invalid value: "object": minReplicas must not exceed maxReplicas']);
   });
 });

@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { ApiError, PlayflowClient } from '../../client/http.js';
 import { loadConfig } from '../../server/config.js';
 import { startServer, type RunningServer } from '../../server/main.js';
-import { createLogger } from '../../server/logger.js';
+import { createLogger } from '../../common/logger.js';
 import { startOperator, type RunningOperator } from '../../operator/main.js';
 import { silentLogger } from '../../operator/log.js';
 import { FINALIZER } from '../../operator/types.js';
@@ -24,7 +24,11 @@ const TOKEN = `op-${randomBytes(8).toString('hex')}`;
 const G = { group: 'playflow.io', version: 'v1alpha1' };
 
 describe('operator acceptance (fake API server + real Playflow server)', { timeout: 120_000 }, () => {
-  const kube = new FakeKubeServer({ bookmarkIntervalMs: 300, crds: loadCrds() });
+  const kube = new FakeKubeServer({
+    bookmarkIntervalMs: 300, crds: loadCrds(),
+    // The namespaces the tests write to exist, as on a real cluster (creating into a missing one is 404).
+    namespaces: ['playflow-system', 'team-a', 'team-b', 'workers', 'relist', 'ha', 'outage'],
+  });
   let db: TestDatabase;
   let server: RunningServer;
   let proxy: FaultProxy;
@@ -145,7 +149,7 @@ describe('operator acceptance (fake API server + real Playflow server)', { timeo
     expect(get('playbooks', ns, 'greeter')!.metadata.labels).toEqual({ owner: 'a' });
 
     // invalid: a `next` target that does not exist → the server's 422 problems, with their paths
-    await apply('playbooks', ns, { metadata: { name: 'greeter' }, spec: { workflow: [{ step: 'start', next: 'nowhere' }] } });
+    await apply('playbooks', ns, { metadata: { name: 'greeter' }, spec: { workflow: [{ step: 'start', next: 'nowhere' }], deletionPolicy: 'Delete' } });
     const invalid = await eventually(() => {
       const o = get('playbooks', ns, 'greeter')!;
       expect(condition(o, 'Valid')?.status).toBe('False');
@@ -173,7 +177,7 @@ describe('operator acceptance (fake API server + real Playflow server)', { timeo
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'api-secret' }, stringData: { client_id: 'abc', client_secret: 'first', token_url: 'https://auth.example/token' } } });
     await apply('credentials', ns, {
       metadata: { name: 'partner-api' },
-      spec: { type: 'oauth2', description: 'partner API', tags: ['partner'], secretRef: { name: 'api-secret' } },
+      spec: { type: 'oauth2', description: 'partner API', tags: ['partner'], secretRef: { name: 'api-secret' }, deletionPolicy: 'Delete' },
     });
     await eventually(() => expect(condition(get('credentials', ns, 'partner-api'), 'Ready')?.status).toBe('True'));
     const read = () => client.request<{ credential_key: string; credential_type: string; data: Record<string, unknown> }>('GET', '/api/credential/partner-api');
