@@ -8,6 +8,7 @@
  * validation of the normalised playbook can still point at the author's text.
  */
 import {
+  type PlaybookSchedule,
   API_VERSIONS,
   TOOL_KINDS,
   type Action,
@@ -30,6 +31,8 @@ import {
 } from './types.js';
 import { Issues, describeType, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import { isLegacyOperation, operationToTool } from './legacy-operations.js';
+import { checkCatalogPath, normalizeCatalogPath } from './catalog-path.js';
+import { checkToolSpec } from './schema-check.js';
 
 /** Where each normalised object (step, next target) came from in the written document. */
 export type SourceMap = WeakMap<object, string>;
@@ -102,7 +105,7 @@ class Normalizer {
   run(): Playbook {
     const doc = this.doc;
     const apiVersion = (API_VERSIONS as readonly unknown[]).includes(doc.apiVersion) ? (doc.apiVersion as ApiVersion) : 'playflow.io/v2';
-    return {
+    const playbook: Playbook = {
       apiVersion,
       kind: 'Playbook',
       metadata: this.metadata(),
@@ -115,15 +118,32 @@ class Normalizer {
         ? doc.workflow.flatMap((s, i) => this.step(s, ['workflow', i]) ?? [])
         : [],
     };
+    // the schema checked the entries' shape; the server checks cron and time zone
+    if (typeof doc.pool === 'string') playbook.pool = doc.pool;
+    if (isPlainObject(doc.concurrency) && typeof doc.concurrency.limit === 'number') playbook.concurrency = { limit: doc.concurrency.limit };
+    if (Array.isArray(doc.schedules)) playbook.schedules = doc.schedules.filter(isPlainObject) as unknown as PlaybookSchedule[];
+    return playbook;
   }
 
   private metadata(): PlaybookMetadata {
     const doc = this.doc;
     const raw = isPlainObject(doc.metadata) ? doc.metadata : {};
-    const meta: PlaybookMetadata = { name: typeof raw.name === 'string' ? raw.name : '' };
-    if (typeof raw.path === 'string') meta.path = raw.path;
-    if (typeof raw.description === 'string') meta.description = raw.description;
+    const meta: PlaybookMetadata = { ...toObject(raw), name: typeof raw.name === 'string' ? raw.name : '' };
+    if (typeof raw.path === 'string') {
+      // the same normalisation and check as registration, so validate never passes what it refuses
+      // reference-era documents write `/team/etl`: the document's path is normalised with a warning
+      // (validate and registration parse alike); a path sent in a request is never rewritten
+      meta.path = normalizeCatalogPath(raw.path).replace(/^\/+|\/+$/g, '');
+      if (meta.path && meta.path !== raw.path.trim()) {
+        this.issues.warn(['metadata', 'path'], `deprecated: catalog paths have no leading or trailing '/': stored as '${meta.path}'; write metadata.path: ${meta.path}`);
+      }
+      const problem = meta.path ? checkCatalogPath(meta.path) : null;
+      if (problem) this.issues.error(['metadata', 'path'], problem);
+      if (!meta.path) delete meta.path;
+    } else delete meta.path;
+    if (typeof raw.description !== 'string') delete meta.description;
     if (isPlainObject(raw.labels)) meta.labels = Object.fromEntries(Object.entries(raw.labels).map(([k, v]) => [k, String(v)]));
+    else delete meta.labels;
     if (this.v1) {
       for (const key of ['name', 'path', 'description'] as const) {
         const v = doc[key];
@@ -191,6 +211,7 @@ class Normalizer {
     const step: Step = { step: typeof raw.step === 'string' ? raw.step : '' };
     this.sources.set(step, formatPath(path));
     if (typeof raw.desc === 'string') step.desc = raw.desc;
+    if (typeof raw.pool === 'string') step.pool = raw.pool;
     if (isPlainObject(raw.args)) step.args = toObject(raw.args);
 
     const tool = this.stepTool(raw, path, step);
@@ -275,6 +296,26 @@ class Normalizer {
       delete tool.query;
     }
     return tool;
+  }
+
+  /**
+   * A sink: a tool spec, written flat (`{kind, auth, table, args}`) or with its tool apart
+   * (`{tool: {kind, auth}, command, args}`); every field is kept and checked by the tool schema.
+   */
+  private sinkTool(obj: Record<string, unknown>, path: PathSeg[]): Tool {
+    const inner = isPlainObject(obj.tool) ? obj.tool : undefined;
+    const { tool: _tool, ...flat } = obj;
+    if (inner) {
+      for (const k of Object.keys(flat)) {
+        if (k in inner) this.issues.error([...path, k], `'${k}' is set both in the sink and in its tool; keep one`);
+      }
+    }
+    const merged: Record<string, unknown> = inner ? { ...inner, ...flat } : flat;
+    const origin = (f: string): PathSeg[] => (inner && f in inner && !(f in flat) ? [...path, 'tool', f] : [...path, f]);
+    if (merged.kind !== undefined && isToolKind(merged.kind)) {
+      for (const issue of checkToolSpec(merged, path, origin)) this.issues.error(issue.path, issue.message);
+    }
+    return this.tool(merged, inner ? [...path, 'tool'] : path);
   }
 
   /** `call: {name, type, args}` of the legacy task guide. */
@@ -450,6 +491,8 @@ class Normalizer {
           if (typeof obj?.[f] === 'number') a[f] = obj[f] as number;
         }
         if (typeof obj?.jitter === 'number' || typeof obj?.jitter === 'boolean') a.jitter = obj.jitter;
+        // reference convention; convert.ts reports it
+        if (typeof obj?.max_delay === 'number') a.max_delay = obj.max_delay;
         return a;
       }
       case 'collect': {
@@ -462,8 +505,7 @@ class Normalizer {
           this.issues.error(path, 'sink needs a tool spec: {kind, auth, command|table, args}');
           return undefined;
         }
-        const spec = isPlainObject(obj.tool) ? obj.tool : obj;
-        return { action: 'sink', tool: this.tool(spec, isPlainObject(obj.tool) ? [...path, 'tool'] : path) };
+        return { action: 'sink', tool: this.sinkTool(obj, path) };
       }
       case 'set':
         return { action: 'set', ctx: toObject(obj?.ctx) };
@@ -538,7 +580,8 @@ class Normalizer {
       }
       if (args !== undefined) {
         if (isPlainObject(args)) t.args = toObject(args);
-        else this.issues.error([...p, 'args'], `args must be a mapping, got ${describeType(args)}`);
+        else if (typeof args === 'string' && WHOLE_TEMPLATE.test(args)) t.args = args;
+        else this.issues.error([...p, 'args'], `args must be a mapping (or one whole-expression template rendering to one), got ${describeType(args)}`);
       }
       add(t, [...p, 'step']);
     });
@@ -621,6 +664,7 @@ class Normalizer {
       if (typeof raw[f] === 'number') then[f] = raw[f] as number;
     }
     if (typeof raw.jitter === 'number' || typeof raw.jitter === 'boolean') then.jitter = raw.jitter;
+    if (typeof raw.max_delay === 'number') then.max_delay = raw.max_delay;
     if (isPlainObject(raw.next_call)) then.next_call = toObject(raw.next_call);
     if (isPlainObject(raw.collect)) {
       const c = raw.collect;
@@ -630,10 +674,7 @@ class Normalizer {
       if (typeof c.into === 'string') then.collect.into = c.into;
     }
     const sink = isPlainObject(raw.sink) ? raw.sink : isPlainObject(raw.per_iteration) && isPlainObject(raw.per_iteration.sink) ? raw.per_iteration.sink : undefined;
-    if (sink) {
-      const sinkPath = raw.sink ? [...path, 'sink'] : [...path, 'per_iteration', 'sink'];
-      then.sink = this.tool(isPlainObject(sink.tool) ? sink.tool : sink, sinkPath);
-    }
+    if (sink) then.sink = this.sinkTool(sink, raw.sink ? [...path, 'sink'] : [...path, 'per_iteration', 'sink']);
     return then;
   }
 }

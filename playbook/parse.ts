@@ -12,6 +12,7 @@ import { isV1, normalizePlaybook } from './normalize.js';
 import { checkWrittenDocument, validatePlaybook } from './validate.js';
 import { checkTemplates } from './template-check.js';
 import { MAX_NESTING, valueDepth, yamlDepth } from './nesting.js';
+import { convertReferenceForms } from './convert.js';
 
 /** Largest playbook accepted, in bytes of UTF-8 text (2 MiB). */
 export const MAX_PLAYBOOK_BYTES = 2 * 1024 * 1024;
@@ -63,12 +64,21 @@ export function parsePlaybook(text: string, opts: ParseOptions = {}): ParseResul
 }
 
 /** Same as parsePlaybook for a document already decoded (JSON body, custom resource spec). */
-export function parsePlaybookObject(doc: unknown): ParseResult {
-  if (!isPlainObject(doc)) {
-    return fail('', `a playbook must be a mapping with apiVersion, kind, metadata and workflow; got ${describeType(doc)}`);
+export function parsePlaybookObject(input: unknown): ParseResult {
+  if (!isPlainObject(input)) {
+    return fail('', `a playbook must be a mapping with apiVersion, kind, metadata and workflow; got ${describeType(input)}`);
   }
+  let doc: Record<string, unknown> = input;
   // Decoded documents (JSON bodies, custom resources) skip the text check; the walkers below recurse.
   if (valueDepth(doc) > MAX_NESTING) return fail('', `playbook nests too deeply: more than ${MAX_NESTING} levels; the limit is ${MAX_NESTING}`);
+  // Reference-era conventions run as their spec forms; each says what to write instead.
+  const conventions = convertReferenceForms(doc);
+  const converted = new Issues();
+  if (conventions.changes.length) {
+    doc = conventions.doc;
+    for (const c of conventions.changes) converted.warn(c.path, `deprecated: ${c.message} (playflow playbook convert rewrites it)`);
+  }
+  for (const c of conventions.unconverted) converted.warn(c.path, c.message);
   const written = new Issues();
   checkWrittenDocument(doc, written);
   const templates = new Issues();
@@ -100,7 +110,7 @@ export function parsePlaybookObject(doc: unknown): ParseResult {
   for (const { scope, ...e } of schema) add(e, scope);
   for (const e of graph) if (e.severity === 'error') add(e);
 
-  const warnings = [...written.warnings, ...templates.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
+  const warnings = [...converted.warnings, ...written.warnings, ...templates.warnings, ...semantic.warnings, ...graph.filter((w) => w.severity === 'warning')];
   return errors.length ? { errors: capped(errors), warnings: capped(warnings) } : { playbook, errors, warnings: capped(warnings) };
 }
 

@@ -4,7 +4,7 @@
  * say what to change.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { playbookJsonSchema, playbookV1JsonSchema } from './schema.js';
+import { WHOLE_TEMPLATE_PATTERN, playbookJsonSchema, playbookV1JsonSchema, toolJsonSchema } from './schema.js';
 import { closest, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import type { PlaybookIssue } from './types.js';
 
@@ -14,7 +14,7 @@ export interface SchemaIssue extends PlaybookIssue {
 }
 
 let ajv: Ajv | undefined;
-const compiled: { v1?: ValidateFunction; v2?: ValidateFunction } = {};
+const compiled: { v1?: ValidateFunction; v2?: ValidateFunction; tool?: ValidateFunction } = {};
 
 /** Compiled on first use, one schema at a time: compiling costs more than most validations. */
 function validator(v1: boolean): ValidateFunction {
@@ -86,6 +86,11 @@ function translate(e: ErrorObject, doc: unknown): SchemaIssue | undefined {
       return issue(here, `must be ${String(p.type).replace(/,/g, ' or ')}, got ${isPlainObject(e.data) ? 'a mapping' : Array.isArray(e.data) ? 'a list' : e.data === null ? 'null' : typeof e.data}`);
     case 'minItems':
       return issue(here, here === 'workflow' ? 'workflow needs at least one step' : `must have at least ${String(p.limit)} item(s)`);
+    case 'pattern':
+      if (p.pattern === WHOLE_TEMPLATE_PATTERN) {
+        return issue(here, `must be a mapping, or one whole-expression template that renders to one (such as "{{ workload.${String(segs[segs.length - 1])} }}"), got text ${JSON.stringify(String(e.data).slice(0, 60))}`);
+      }
+      return issue(here, `must match ${String(p.pattern)}`);
     case 'minLength':
       return issue(here, 'must not be empty');
     default:
@@ -108,4 +113,39 @@ export function checkSchema(doc: unknown, v1: boolean): SchemaIssue[] {
     out.push(issue);
   }
   return out;
+}
+
+/**
+ * Schema problems of one tool spec written outside a step's `tool` (a sink), reported at `at`;
+ * `origin` maps a top-level field to where the author wrote it (a sink may split its fields
+ * between `tool: {...}` and the sink itself).
+ */
+export function checkToolSpec(tool: unknown, at: PathSeg[], origin: (field: string) => PathSeg[] = (f) => [...at, f]): SchemaIssue[] {
+  ajv ??= new Ajv({ allErrors: true, verbose: true, strict: true, strictTypes: false, allowUnionTypes: true });
+  const validate = (compiled.tool ??= ajv.compile(toolJsonSchema));
+  if (validate(tool)) return [];
+  const out: SchemaIssue[] = [];
+  const seen = new Set<string>();
+  for (const e of validate.errors ?? []) {
+    const segs = pointerToSegs(e.instancePath);
+    const prefix = segs.length ? [...origin(String(segs[0])), ...segs.slice(1)] : at;
+    const moved = { ...e, instancePath: '/' + prefix.map((s) => String(s).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') };
+    const issue = translate(moved, undefined);
+    if (!issue) continue;
+    if (e.keyword === 'additionalProperties' && segs.length === 0) {
+      const key = String(p(e).additionalProperty);
+      issue.path = issue.scope = formatPath(origin(key));
+      issue.message = issue.message.replace(/ in .*?(;|$)/, ` in this ${String((tool as { kind?: unknown }).kind)} sink$1`);
+    }
+    const key = `${issue.path}\0${issue.message}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(issue);
+    }
+  }
+  return out;
+}
+
+function p(e: ErrorObject): Record<string, unknown> {
+  return e.params as Record<string, unknown>;
 }

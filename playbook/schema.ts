@@ -13,7 +13,20 @@ type Schema = Record<string, unknown>;
 
 const str: Schema = { type: 'string' };
 const nonEmpty: Schema = { type: 'string', minLength: 1 };
+/** A worker pool's name (a DNS-1123 label: it names the broker consumer and the WorkerPool's target). */
+export const POOL_NAME_PATTERN = '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$';
+const pool: Schema = {
+  type: 'string', pattern: POOL_NAME_PATTERN,
+  description: "Worker pool that runs the step's calls (a DNS-1123 label); default: the playbook's pool, else `default`",
+};
 const openObject: Schema = { type: 'object', additionalProperties: true };
+/**
+ * An object-typed field that may instead be one whole-expression template rendering to the
+ * object (`params: "{{ workload.query }}"`). Text around the braces would render to a string,
+ * so only a single `{{ … }}` is accepted.
+ */
+export const WHOLE_TEMPLATE_PATTERN = '^\\s*\\{\\{[\\s\\S]*\\}\\}\\s*$';
+const objectOrTemplate: Schema = { type: ['object', 'string'], pattern: WHOLE_TEMPLATE_PATTERN, additionalProperties: true };
 /** Numbers and booleans may also be templates rendered at run time. */
 const num: Schema = { type: ['number', 'string'] };
 const int: Schema = { type: ['integer', 'string'] };
@@ -39,25 +52,40 @@ const auth: Schema = {
   additionalProperties: true,
 };
 
+/**
+ * The table sink of postgres and duckdb: `table` with `args` (or `data`) as one row object or a
+ * list of rows, written with generated, parameterised SQL; `mode: upsert` needs `key` (a column
+ * or a list of columns of a unique constraint).
+ */
+function tableSink(): Record<string, Schema> {
+  return {
+    table: nonEmpty,
+    data: { type: ['object', 'array', 'string'] },
+    mode: { type: 'string', enum: ['insert', 'upsert'] },
+    key: { type: ['string', 'array'], items: nonEmpty, minLength: 1 },
+  };
+}
+
 /** Fields per tool kind. `null` = free-form (kinds whose fields the spec does not fix). */
 const TOOL_FIELDS: Record<(typeof TOOL_KINDS)[number], Record<string, Schema> | null> = {
   http: {
     method: { type: 'string', enum: [...HTTP_METHODS, ...HTTP_METHODS.map((m) => m.toLowerCase())] },
     endpoint: nonEmpty,
     url: nonEmpty,
-    params: openObject,
-    headers: openObject,
+    params: objectOrTemplate,
+    headers: objectOrTemplate,
     json: { type: ['object', 'array', 'string'] },
     data: { type: ['object', 'array', 'string'] },
     payload: { type: ['object', 'string'] },
     timeout: num,
     verify: bool,
     auth,
-    args: openObject,
+    args: objectOrTemplate,
   },
   postgres: {
     command: nonEmpty,
     query: nonEmpty,
+    script: { type: ['string', 'object'] },
     // bind parameters: a list for $1..$n, or an object whose values bind in order
     args: { type: ['object', 'array', 'string'] },
     params: { type: ['array', 'object', 'string'] },
@@ -65,20 +93,21 @@ const TOOL_FIELDS: Record<(typeof TOOL_KINDS)[number], Record<string, Schema> | 
     database: str,
     // written by normalisation of the legacy db.insert/update/delete operations
     operation: { type: 'string', enum: ['insert', 'update', 'delete'] },
-    table: nonEmpty,
-    data: { type: ['object', 'array', 'string'] },
+    ...tableSink(),
     where: { type: ['object', 'string'] },
   },
-  duckdb: { database: str, query: nonEmpty, command: nonEmpty, args: { type: ['object', 'array', 'string'] }, auth },
+  duckdb: { database: str, query: nonEmpty, command: nonEmpty, args: { type: ['object', 'array', 'string'] }, auth, ...tableSink() },
   python: {
     code: nonEmpty,
-    args: openObject,
+    // reference convention: text (rewritten to code), or {path} / {url} the worker loads
+    script: { type: ['string', 'object'] },
+    args: objectOrTemplate,
     libs: { type: 'object', additionalProperties: { type: 'string' } },
     with: openObject,
     timeout: num,
   },
-  playbook: { path: nonEmpty, args: openObject, with: openObject, version: { type: ['integer', 'string'] } },
-  workbook: { name: nonEmpty, args: openObject, with: openObject },
+  playbook: { path: nonEmpty, args: objectOrTemplate, with: objectOrTemplate, version: { type: ['integer', 'string'] } },
+  workbook: { name: nonEmpty, args: objectOrTemplate, with: objectOrTemplate },
   secret: null,
   file: null,
   email: null,
@@ -107,7 +136,7 @@ const nextTarget: Schema = {
   description: 'A step name, or {step, args}',
   type: ['string', 'object'],
   minLength: 1,
-  properties: { step: nonEmpty, args: openObject },
+  properties: { step: nonEmpty, args: objectOrTemplate },
   required: ['step'],
   additionalProperties: false,
 };
@@ -125,6 +154,7 @@ const retryThen: Schema = {
     backoff_multiplier: num,
     initial_delay: num,
     jitter,
+    max_delay: num,
     next_call: openObject,
     collect: {
       type: 'object',
@@ -221,7 +251,7 @@ const actions: Record<string, Schema> = {
   call: { type: ['object', 'null', 'boolean'], additionalProperties: true },
   retry: {
     type: ['object', 'null', 'boolean'],
-    properties: { max_attempts: int, backoff_multiplier: num, initial_delay: num, jitter },
+    properties: { max_attempts: int, backoff_multiplier: num, initial_delay: num, jitter, max_delay: num },
     additionalProperties: false,
   },
   collect: {
@@ -263,6 +293,7 @@ function stepSchema(v1: boolean): Schema {
     properties: {
       step: nonEmpty,
       desc: str,
+      pool,
       args: openObject,
       loop,
       tool: toolSchema(),
@@ -314,9 +345,10 @@ function documentSchema(v1: boolean): Schema {
           name: nonEmpty,
           path: str,
           description: str,
-          labels: { type: 'object', additionalProperties: { type: 'string' } },
+          labels: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] } },
         },
-        additionalProperties: false,
+        // other keys (version, tags, owner, …) are kept as written and not interpreted
+        additionalProperties: true,
       },
       workload: openObject,
       keychain: { type: 'array', items: keychainEntry },
@@ -332,11 +364,40 @@ function documentSchema(v1: boolean): Schema {
             },
       },
       workflow: { type: 'array', minItems: 1, items: stepSchema(v1) },
+      pool,
+      concurrency: {
+        type: 'object',
+        required: ['limit'],
+        properties: { limit: { type: 'integer', minimum: 1, maximum: 100000 } },
+        additionalProperties: false,
+      },
+      schedules: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'cron'],
+          properties: {
+            name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,62}$' },
+            cron: nonEmpty,
+            timezone: nonEmpty,
+            version: { type: ['integer', 'null'], minimum: 1 },
+            payload: openObject,
+            concurrency_policy: { type: 'string', enum: ['Allow', 'Forbid', 'Replace'] },
+            missed_runs: { type: 'string', enum: ['RunOnce', 'Skip'] },
+            starting_deadline_seconds: { type: ['integer', 'null'], minimum: 1 },
+            suspend: { type: 'boolean' },
+          },
+          additionalProperties: false,
+        },
+      },
     },
     // v1 documents kept name/path/description at the top level.
     additionalProperties: v1,
   };
 }
+
+/** One tool spec (a step's tool, a sink, a workbook task's tool), for checks outside the document schema. */
+export const toolJsonSchema: Schema = toolSchema();
 
 /** The v2 document schema (legacy transition forms included). */
 export const playbookJsonSchema: Schema = documentSchema(false);

@@ -18,7 +18,14 @@ const TEMPLATE_PARTS = /\{\{[\s\S]*?\}\}|\{%[\s\S]*?%\}/g;
 function isConditionPath(path: PathSeg[]): boolean {
   const [last, parent, grand] = [path[path.length - 1], path[path.length - 2], path[path.length - 3]];
   if (last === 'when') return grand === 'case' || grand === 'retry' || grand === 'next' || parent === 'retry' || parent === 'on_error' || parent === 'on_success';
-  return (last === 'while' && parent === 'on_success') || (last === 'continue_while' && parent === 'pagination');
+  return (last === 'while' && parent === 'on_success') || (last === 'continue_while' && parent === 'pagination') || isFromPath(path);
+}
+
+/** `collect.from` and `result.from` (or `result: <expr>`) in a case action: expressions too. */
+function isFromPath(path: PathSeg[]): boolean {
+  const [last, parent, grand] = [path[path.length - 1], path[path.length - 2], path[path.length - 3]];
+  if (last === 'from') return parent === 'collect' || parent === 'result';
+  return last === 'result' && (parent === 'then' || grand === 'then');
 }
 
 function walkStrings(v: unknown, path: PathSeg[], visit: (s: string, path: PathSeg[]) => void): void {

@@ -19,6 +19,28 @@ export interface Playbook {
   keychain: KeychainDef[];
   workbook: WorkbookTask[];
   workflow: Step[];
+  /** Worker pool of every step that names none (absent: `default`). */
+  pool?: string;
+  /** Schedules declared in the playbook (registered as `<path>:<name>`); absent when none. */
+  schedules?: PlaybookSchedule[];
+  /** At most `limit` executions of this path run at once; the others wait, started in order (absent: no limit). */
+  concurrency?: { limit: number };
+}
+
+/** The worker pool of a step whose playbook names none. */
+export const DEFAULT_POOL = 'default';
+
+/** A `schedules:` entry: starts this playbook on a cron (see the server's schedules). */
+export interface PlaybookSchedule {
+  name: string;
+  cron: string;
+  timezone?: string;
+  version?: number | null;
+  payload?: JsonObject;
+  concurrency_policy?: 'Allow' | 'Forbid' | 'Replace';
+  missed_runs?: 'RunOnce' | 'Skip';
+  starting_deadline_seconds?: number | null;
+  suspend?: boolean;
 }
 
 export interface PlaybookMetadata {
@@ -26,12 +48,16 @@ export interface PlaybookMetadata {
   path?: string;
   description?: string;
   labels?: Record<string, string>;
+  /** Other keys (version, tags, owner, …) are kept as written and not interpreted. */
+  [key: string]: Json | undefined;
 }
 
 /** One step, v2 shape. Legacy spellings have been rewritten by normalisation. */
 export interface Step {
   step: string;
   desc?: string;
+  /** Worker pool that runs this step's calls; absent: the playbook's pool. */
+  pool?: string;
   args?: JsonObject;
   loop?: Loop;
   /** Absent for a pure routing step. */
@@ -96,12 +122,13 @@ export interface CaseEntry {
 
 export interface NextTarget {
   step: string;
-  args?: JsonObject;
+  /** A mapping of templates, or one whole-expression template rendering to a mapping. */
+  args?: JsonObject | string;
 }
 
 export type Action =
   | { action: 'call'; overrides: JsonObject }
-  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number; jitter?: number | boolean }
+  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number; jitter?: number | boolean; max_delay?: number }
   | { action: 'collect'; from: Json; into: string; mode: 'append' | 'extend' }
   | { action: 'sink'; tool: Tool }
   | { action: 'set'; ctx: JsonObject }
@@ -123,6 +150,8 @@ export interface RetryThen {
   initial_delay?: number;
   /** Fraction of the delay drawn at random either way (default 0.2); false or 0 for none. */
   jitter?: number | boolean;
+  /** Reference convention (deprecated): cap in seconds of the error-side backoff delay. */
+  max_delay?: number;
   /** Overrides for the next request (params, args, url/endpoint, json, headers…), templated. */
   next_call?: JsonObject;
   collect?: { strategy: 'append' | 'replace' | 'merge'; path?: string; into?: string };

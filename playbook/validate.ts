@@ -105,7 +105,7 @@ function keychainRequirements(k: KeychainDef, i: number, issues: Issues): void {
   if (k.kind === 'oauth2' || k.kind === 'http') need('endpoint', 'the token request URL');
 }
 
-const DEF_MAIN = /^def\s+main\s*\(/m;
+const DEF_MAIN = /^(?:async\s+)?def\s+main\s*\(/m;
 const ASSIGNS_RESULT = /^result\s*(?::[^=\n]*)?=(?!=)/m;
 const IMPORT = /^(?:import\s+\w|from\s+[\w.]+\s+import\s)/m;
 
@@ -195,7 +195,7 @@ export function validatePlaybook(playbook: Playbook, sources?: SourceMap): Playb
         issues.error(`${base}.tool.name`, `step '${s.step}': workbook task '${task}' is not defined in the workbook section${tasks.size ? ` (tasks: ${[...tasks].join(', ')})` : ''}`);
       }
     }
-    if (s.tool?.kind === 'python') pythonShape(s.tool.code, `${base}.tool.code`, issues);
+    if (s.tool?.kind === 'python' && s.tool.script === undefined) pythonShape(s.tool.code, `${base}.tool.code`, issues);
     (s.retry ?? []).forEach((p, j) => {
       if (p.then.max_attempts === undefined) {
         issues.warn(`${base}.retry[${j}].then.max_attempts`, `step '${s.step}': set max_attempts on every retry policy to prevent endless loops`);

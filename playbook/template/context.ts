@@ -14,7 +14,7 @@
  * built-in named foo; the namespaced forms (`vars.foo`, `workload.foo`) always reach their source.
  *
  * Step results, `response`, `page`, `error` and `result` are exposed as result views (see
- * `resultView`): the envelope's `data` extracted, with `.data` still reaching it.
+ * `resultView`): the one `.data` rule of the README, the same for every tool kind.
  */
 import type { Json, JsonObject } from '../types.js';
 import { isDeniedName } from './sandbox.js';
@@ -60,40 +60,72 @@ export interface ContextParts {
 /** The object passed to renderValue/evalCondition. Plain data; treat as read-only. */
 export type TemplateContext = Record<string, unknown>;
 
-const ENVELOPE_KEYS = new Set(['id', 'status', 'data', 'headers', 'meta', 'url', 'elapsed', 'reason', 'status_code', 'duration', 'execution_id', 'step']);
+const ENVELOPE_KEYS = new Set(['id', 'status', 'data', 'headers', 'meta', 'url', 'elapsed', 'reason', 'status_code', 'duration', 'execution_id', 'step', 'encoding']);
 
 function isPlain(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** An HTTP tool envelope `{id, status, data}` (possibly with headers/meta/url/elapsed). */
+const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+
+/**
+ * An HTTP tool envelope `{id, status, data, headers}`: a `data` field, a numeric `status`, and no
+ * key an envelope does not have. A python or SQL result such as `{status: 'ok', data: {...}}` is
+ * not one (its status is not a number), so it is never unwrapped.
+ */
 export function isHttpEnvelope(v: unknown): v is { data: Json; status?: Json; id?: Json } {
-  if (!isPlain(v) || !Object.prototype.hasOwnProperty.call(v, 'data')) return false;
-  const keys = Object.keys(v);
-  return keys.every((k) => ENVELOPE_KEYS.has(k)) && (keys.includes('status') || keys.includes('id'));
+  if (!isPlain(v) || !hasOwn(v, 'data') || typeof v.status !== 'number') return false;
+  return Object.keys(v).every((k) => ENVELOPE_KEYS.has(k));
 }
 
 /**
- * A result with its `data` extracted. For `{id, status, data: body}` (or any object whose `data`
- * is a dict or a list) the view is a shallow copy of `body` where:
- *   - `view.x` is the body's field `x`;
- *   - `view.data` is the body itself, unless the body has its own `data` field (then that field);
- *   - the envelope's other fields (`status`, `id`, …) are reachable when the body has no field of
- *     that name (so `error.status` works for an HTTP error envelope).
- * The added fields are non-enumerable: `{{ step }}`, `tojson`, `items()` and JSON serialisation
- * see the body only. A scalar body is returned as is (only for envelope-shaped results).
+ * The one `.data` rule (README "Results and .data"), the same for every tool kind, for step
+ * results by name, `response`, `page`, `error` and `result`:
+ *   1. the value of a result is its body: the API body for an HTTP envelope, the result itself
+ *      for anything else (`{{ step }}`, `tojson`, iteration and `items()` see exactly the body);
+ *   2. `x.data` is the body's own `data` field when it has one, else the body itself — so
+ *      `response.data.x` (the spec's envelope wording) and `step.x` reach the same field;
+ *   3. a field the body lacks is looked up in the other of the two: in `x.data` when `x` has its
+ *      own `data` (`x.items` for `{data: {items}}`), in the body when reading `x.data`
+ *      (`response.data.paging` for a body `{data: [...], paging}`); then in the envelope
+ *      (`response.status`, `error.status`).
+ * The extra names are non-enumerable own properties of shallow copies: serialisation sees the
+ * recorded values only, and the records are never changed.
  */
 export function resultView(result: Json | undefined): unknown {
-  if (!isPlain(result) || !Object.prototype.hasOwnProperty.call(result, 'data')) return result;
-  const body = result.data as unknown;
-  if (!isPlain(body) && !Array.isArray(body)) return isHttpEnvelope(result) ? body : result;
-  const view: Record<string, unknown> | unknown[] = Array.isArray(body) ? [...body] : { ...body };
-  const hidden = (k: string, v: unknown) => Object.defineProperty(view, k, { value: v, enumerable: false, writable: false, configurable: true });
-  if (!Object.prototype.hasOwnProperty.call(view, 'data')) hidden('data', body);
-  for (const k of Object.keys(result)) {
-    if (k !== 'data' && !isDeniedName(k) && !Object.prototype.hasOwnProperty.call(view, k)) hidden(k, result[k]);
+  if (result === null || typeof result !== 'object') return result;
+  const envelope = isHttpEnvelope(result) ? result : undefined;
+  const body = envelope ? (envelope.data as unknown) : result;
+  if (body === null || typeof body !== 'object') return body;
+  const view = copy(body);
+  const own = hasOwn(body, 'data') ? (body as Record<string, unknown>).data : undefined;
+  if (own !== null && typeof own === 'object') {
+    // rule 2 + 3: `x.data` is the body's data, falling back to the body's other fields
+    const inner = copy(own);
+    hideMissing(inner, body);
+    if (!hasOwn(inner, 'data')) hide(inner, 'data', own);
+    hideMissing(inner, envelope);
+    Object.defineProperty(view, 'data', { value: inner, enumerable: true, writable: false, configurable: true });
+    hideMissing(view, own);
+  } else if (!hasOwn(body, 'data')) {
+    hide(view, 'data', view);
   }
+  hideMissing(view, envelope);
   return view;
+}
+
+function copy(v: object): Record<string, unknown> | unknown[] {
+  return Array.isArray(v) ? [...(v as unknown[])] : { ...(v as Record<string, unknown>) };
+}
+
+function hide(view: object, k: string, v: unknown): void {
+  Object.defineProperty(view, k, { value: v, enumerable: false, writable: false, configurable: true });
+}
+
+/** Adds, hidden, every field of `from` the view does not have (never `data`, never a denied name). */
+function hideMissing(view: object, from: unknown): void {
+  if (!isPlain(from)) return;
+  for (const k of Object.keys(from)) if (k !== 'data' && !isDeniedName(k) && !hasOwn(view, k)) hide(view, k, from[k]);
 }
 
 function spread(into: TemplateContext, from: Record<string, unknown> | undefined, map?: (v: unknown) => unknown): void {

@@ -21,6 +21,7 @@ import nunjucks from 'nunjucks';
 import { SecurityError, UndefinedValueError, checkName, getAttr, ownLookup } from './sandbox.js';
 import { arith, callMethod, compare, concat, neg, pyIn, pyRange, pySlice, toText, truthy } from './python.js';
 import { makeFilters, makeTests } from './filters.js';
+import { BudgetError, charge, startRender, templateLimits } from './budget.js';
 
 const { parser, lexer, nodes, compiler, runtime: nunjucksRuntime, lib } = nunjucks as any;
 
@@ -52,6 +53,7 @@ function chargeLoop(v: unknown): void {
   if (v === undefined) throw new UndefinedValueError('for loop over an undefined value');
   const n = Array.isArray(v) || typeof v === 'string' ? v.length : v && typeof v === 'object' ? Object.keys(v).length : 0;
   loopBudget -= n;
+  charge(n);
   if (loopBudget < 0) throw new UndefinedValueError(`template loops exceed ${MAX_LOOP_ITEMS} iterations`);
 }
 
@@ -208,7 +210,16 @@ class SandboxContext {
 }
 
 function isOwnError(e: unknown): boolean {
-  return e instanceof SecurityError || e instanceof UndefinedValueError || e instanceof TemplateSyntaxError;
+  return e instanceof SecurityError || e instanceof UndefinedValueError || e instanceof TemplateSyntaxError || e instanceof BudgetError;
+}
+
+/** Characters written by `{{ … }}` in the current render (maxOutput). */
+let written = 0;
+
+function emit(text: string): string {
+  written += text.length;
+  if (written > templateLimits().maxOutput) throw new BudgetError('maxOutput', `template over budget: output longer than ${templateLimits().maxOutput} characters`);
+  return text;
 }
 
 const rt: any = Object.create(nunjucksRuntime);
@@ -238,10 +249,12 @@ Object.assign(rt, {
     if (typeof fn !== 'function') {
       throw new UndefinedValueError(fn === undefined ? `'${name}' is undefined and cannot be called` : `'${name}' is not callable`, name);
     }
+    charge(); // macros may call themselves: every call is an evaluation step
     return (fn as (...a: unknown[]) => unknown)(...args);
   },
   callMethod(obj: unknown, key: unknown, args: unknown[], path?: string): unknown {
     if (obj === undefined && path) throw new UndefinedValueError(`'${path}' is undefined, cannot call '${String(key)}()'`, path);
+    charge(1 + (Array.isArray(obj) ? obj.length : typeof obj === 'string' ? obj.length >>> 6 : 0));
     return callMethod(obj, key, args);
   },
   test(e: any, name: string, value: unknown, args: unknown[]): boolean {
@@ -280,10 +293,10 @@ Object.assign(rt, {
       const m = lastMissing;
       throw new UndefinedValueError(m ? m.message : 'value is undefined', m?.variable);
     }
-    return toText(v);
+    return emit(toText(v));
   },
   suppressValue(v: unknown): string {
-    return toText(v);
+    return emit(toText(v));
   },
   handleError(e: unknown, lineno: number, colno: number): unknown {
     if (isOwnError(e)) return e;
@@ -665,6 +678,8 @@ function runRaw(compiled: Compiled, data: object): unknown {
   const frame = new nunjucksRuntime.Frame();
   lastMissing = undefined;
   loopBudget = MAX_LOOP_ITEMS;
+  written = 0;
+  startRender();
   if (compiled.kind === 'expr') {
     try {
       return compiled.fn(env, context, frame, rt);

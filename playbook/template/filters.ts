@@ -9,7 +9,8 @@
  * the complete list.
  */
 import { SecurityError, UndefinedValueError, checkName, getAttr, getPath } from './sandbox.js';
-import { cmp, isPlainObject, jsonReplacer, keysOf, percentFormat, pyEq, pyIn, pyReplace, toText, truthy, typeName, unsafe, widthOf } from './python.js';
+import { BudgetError, charge, checkItems, checkString, measure, templateLimits } from './budget.js';
+import { cmp, isPlainObject, joinTexts, jsonReplacer, keysOf, percentFormat, pyEq, pyIn, pyReplace, toText, truthy, typeName, unsafe, widthOf } from './python.js';
 
 type Fn = (...args: any[]) => unknown;
 
@@ -29,7 +30,10 @@ function asList(v: unknown, filter: string): unknown[] {
   if (v === undefined) throw new UndefinedValueError(`filter '${filter}' applied to an undefined value`);
   if (v === null) return [];
   if (Array.isArray(v)) return v;
-  if (typeof v === 'string') return [...v];
+  if (typeof v === 'string') {
+    checkItems(v.length, `filter '${filter}' on a string`);
+    return [...v];
+  }
   if (v instanceof Set) return [...v];
   if (v instanceof Map) return [...v.keys()];
   if (typeof v === 'object') return keysOf(v);
@@ -107,8 +111,90 @@ function sortList(value: unknown, reverse: unknown, caseSensitive: unknown, attr
     const k = get(x);
     return !caseSensitive && typeof k === 'string' ? k.toLowerCase() : k;
   };
-  const out = [...asList(value, 'sort')].sort((a, b) => cmp(key(a), key(b)));
+  const list = asList(value, 'sort');
+  charge(list.length * Math.ceil(Math.log2(list.length + 1)));
+  const out = [...list].sort((a, b) => cmp(key(a), key(b)));
   return truthy(reverse) ? out.reverse() : out;
+}
+
+/**
+ * A key equal for values Python's == finds equal (1 == 1.0 == True, deep lists and dicts), so
+ * unique and groupby use a Map instead of comparing every pair (quadratic on large lists). Values
+ * with the same key are still compared with pyEq.
+ */
+function eqKey(v: unknown): string {
+  v = unsafe(v);
+  if (typeof v === 'boolean') return `n:${Number(v)}`;
+  if (typeof v === 'number') return `n:${v}`;
+  if (typeof v === 'string') return `s:${v}`;
+  if (v === null || v === undefined) return `u:${String(v)}`;
+  measure(v, 'value compared');
+  return `j:${JSON.stringify(v, (_k, x) => {
+    x = jsonReplacer(_k, x);
+    if (typeof x === 'boolean') return Number(x);
+    if (isPlainObject(x) && !Array.isArray(x)) return Object.fromEntries(keysOf(x).sort().map((k) => [k, x[k]]));
+    return x;
+  })}`;
+}
+
+/** Groups equal keys (pyEq) in first-seen order, in linear time. */
+function groupEqual<T>(items: unknown[], keyOf: (x: unknown) => unknown, make: (key: unknown, first: unknown) => T, add: (g: T, x: unknown) => void): T[] {
+  charge(items.length);
+  // scalars with the same eqKey are equal; lists and dicts are compared within their bucket
+  const scalars = new Map<string, T>();
+  const buckets = new Map<string, { key: unknown; group: T }[]>();
+  const out: T[] = [];
+  for (const x of items) {
+    const k = keyOf(x);
+    const h = eqKey(k);
+    if (h.charCodeAt(0) !== 106 /* 'j' */) {
+      const g = scalars.get(h);
+      if (g !== undefined) add(g, x);
+      else {
+        const group = make(k, x);
+        scalars.set(h, group);
+        out.push(group);
+      }
+      continue;
+    }
+    let bucket = buckets.get(h);
+    if (!bucket) buckets.set(h, (bucket = []));
+    const hit = bucket.find((b) => pyEq(b.key, k));
+    if (hit) add(hit.group, x);
+    else {
+      const group = make(k, x);
+      bucket.push({ key: k, group });
+      out.push(group);
+    }
+  }
+  return out;
+}
+
+/** Jinja's flatten, bounded: at most maxItems values out, at most maxDepth levels. */
+function flattenList(list: unknown[], levels: number): unknown[] {
+  const { maxItems, maxDepth } = templateLimits();
+  const out: unknown[] = [];
+  const rec = (l: unknown[], depth: number) => {
+    if (depth > maxDepth) throw new BudgetError('maxDepth', `template over budget: flatten deeper than ${maxDepth} levels`);
+    for (const x of l) {
+      if (Array.isArray(x) && depth < levels) rec(x, depth + 1);
+      else {
+        out.push(x);
+        if ((out.length & 1023) === 0) charge(1024); // the render's step and time budgets apply while it grows
+        if (out.length > maxItems) checkItems(out.length, 'flatten result');
+      }
+    }
+  };
+  rec(list, 0);
+  return out;
+}
+
+/** A list filter's count argument (slice, batch): a positive integer within maxItems. */
+function countArg(v: unknown, filter: string): number {
+  const n = Math.trunc(Number(unsafe(v)));
+  if (!Number.isFinite(n) || n < 1) throw new UndefinedValueError(`filter '${filter}' expects a positive integer count, got ${toText(v)}`);
+  checkItems(n, `filter '${filter}' count`);
+  return n;
 }
 
 export function makeTests(): Record<string, Fn> {
@@ -206,7 +292,10 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
       requireDefined(v, 'tojson');
       const { pos, kw } = splitKw([indent]);
       const ind = kw.indent ?? pos[0];
-      return JSON.stringify(unsafe(v), jsonReplacer, typeof ind === 'number' ? ind : undefined);
+      const width = typeof ind === 'number' ? Math.min(Math.max(0, ind), 10) : undefined;
+      const size = measure(unsafe(v), 'tojson input');
+      checkString(size, 'tojson result');
+      return JSON.stringify(unsafe(v), jsonReplacer, width);
     },
     from_json: (v) => {
       requireDefined(v, 'from_json');
@@ -226,7 +315,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     join: (v, sep = '', attribute?: unknown) => {
       const { pos, kw } = splitKw([sep, attribute].filter((x) => x !== undefined));
       const get = attrGetter(kw.attribute ?? pos[1]);
-      return asList(v, 'join').map((x) => toText(get(x))).join(toText(pos[0] ?? kw.d ?? ''));
+      return joinTexts(asList(v, 'join').map(get), toText(pos[0] ?? kw.d ?? ''));
     },
     first: (v) => {
       const l = typeof unsafe(v) === 'string' ? [...String(v)] : asList(v, 'first');
@@ -280,17 +369,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     },
     unique: (v, ...rest) => {
       const { kw } = splitKw(rest);
-      const get = attrGetter(kw.attribute);
-      const out: unknown[] = [];
-      const seen: unknown[] = [];
-      for (const x of asList(v, 'unique')) {
-        const k = get(x);
-        if (!seen.some((s) => pyEq(s, k))) {
-          seen.push(k);
-          out.push(x);
-        }
-      }
-      return out;
+      return groupEqual(asList(v, 'unique'), attrGetter(kw.attribute), (_k, first) => first, () => {});
     },
     sort: (v, ...rest) => {
       const { pos, kw } = splitKw(rest);
@@ -349,10 +428,10 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
       }
       return out;
     },
-    flatten: (v, levels?: unknown) => asList(v, 'flatten').flat(typeof levels === 'number' ? levels : Infinity),
+    flatten: (v, levels?: unknown) => flattenList(asList(v, 'flatten'), typeof levels === 'number' ? levels : Infinity),
     batch: (v, size, fill?: unknown) => {
       const l = asList(v, 'batch');
-      const n = Math.max(1, Number(size));
+      const n = countArg(size, 'batch');
       const out: unknown[][] = [];
       for (let i = 0; i < l.length; i += n) out.push(l.slice(i, i + n));
       const lastRow = out[out.length - 1];
@@ -361,7 +440,7 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     },
     slice: (v, count) => {
       const l = asList(v, 'slice');
-      const n = Math.max(1, Number(count));
+      const n = countArg(count, 'slice');
       const per = Math.floor(l.length / n);
       const extra = l.length % n;
       const out: unknown[][] = [];
@@ -373,24 +452,23 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
       }
       return out;
     },
-    groupby: (v, attribute) => {
-      const get = attrGetter(attribute);
-      const groups: { grouper: unknown; list: unknown[] }[] = [];
-      for (const x of sortList(v, false, true, attribute)) {
-        const k = get(x);
-        const g = groups.find((gr) => pyEq(gr.grouper, k));
-        if (g) g.list.push(x);
-        else groups.push({ grouper: k, list: [x] });
-      }
-      return groups;
-    },
+    groupby: (v, attribute) => groupEqual(
+      sortList(v, false, true, attribute),
+      attrGetter(attribute),
+      (grouper, first) => ({ grouper, list: [first] }),
+      (g, x) => g.list.push(x),
+    ),
     format: (fmt, ...args) => {
       const { pos, kw } = splitKw(args);
       return percentFormat(toText(fmt), Object.keys(kw).length ? kw : pos);
     },
-    pprint: (v) => JSON.stringify(unsafe(v), jsonReplacer, 2),
+    pprint: (v) => {
+      checkString(measure(unsafe(v), 'pprint input') * 2, 'pprint result');
+      return JSON.stringify(unsafe(v), jsonReplacer, 2);
+    },
     to_nice_json: (v, ...rest) => {
       const { kw } = splitKw(rest);
+      checkString(measure(unsafe(v), 'to_nice_json input') * 2, 'to_nice_json result');
       return JSON.stringify(unsafe(v), jsonReplacer, typeof kw.indent === 'number' ? Math.min(kw.indent, 10) : 4);
     },
     b64encode,
@@ -419,7 +497,11 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
     wordcount: (v) => toText(v).split(/\s+/).filter(Boolean).length,
     indent: (v, width = 4, first = false) => {
       const pad = typeof width === 'string' ? width : ' '.repeat(Math.min(widthOf(width), 1000));
-      return toText(v)
+      const text = toText(v);
+      let lines = 1;
+      for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) lines++;
+      checkString(lines * pad.length + text.length, 'indent result');
+      return text
         .split('\n')
         .map((l, i) => (i === 0 && !truthy(first)) || l === '' ? l : pad + l)
         .join('\n');
@@ -437,12 +519,20 @@ export function makeFilters(tests: Record<string, Fn>): Record<string, Fn> {
   filters.safe = (v) => v;
   // StrictUndefined: a filter applied to an undefined value is an error (false in conditions),
   // never a silent 0 or ''. Only `default`/`d` accept undefined.
+  // Budget: every filter charges the size of its input before it runs, and a list or string it
+  // returns must fit maxItems / maxString (the filters that could build far more than their input
+  // — slice, batch, flatten, indent, replace, join, tojson — check before building).
   for (const name of Object.keys(filters)) {
-    if (name === 'default' || name === 'd') continue;
     const f = filters[name];
+    const strict = name !== 'default' && name !== 'd';
     filters[name] = (v: unknown, ...rest: unknown[]) => {
-      if (v === undefined) throw new UndefinedValueError(`filter '${name}' applied to an undefined value`);
-      return f(v, ...rest);
+      if (strict && v === undefined) throw new UndefinedValueError(`filter '${name}' applied to an undefined value`);
+      const raw = unsafe(v);
+      charge(1 + (Array.isArray(raw) ? raw.length : typeof raw === 'string' ? raw.length >>> 6 : 0));
+      const out = f(v, ...rest);
+      if (Array.isArray(out)) checkItems(out.length, `filter '${name}' result`);
+      else if (typeof out === 'string' && out.length > templateLimits().maxString) checkString(out.length, `filter '${name}' result`);
+      return out;
     };
   }
   return filters;

@@ -24,6 +24,9 @@
  * - untrusted templates cannot reach JavaScript internals (see sandbox.ts): refused names throw
  *   TemplateError with kind 'security', in rendering and in conditions alike; loops are bounded
  *   per render, `range` and repeats are bounded, and there are no regex filters (CPU safety);
+ * - every render has budgets (budget.ts): output length, intermediate string and list sizes,
+ *   nesting, evaluation steps and time; every filter is bounded (no quadratic unique/groupby).
+ *   Over budget → TemplateError kind 'budget' (also from conditions: it fails the step);
  * - Jinja/Python spellings differ from JavaScript where it matters and Python wins: `[]` and
  *   `{}` are false, `==` is deep and does not coerce, `'a' + 1` is an error (`~` concatenates),
  *   `s.replace(a, b)` replaces all, `s.split()` splits on whitespace. None prints as '' in
@@ -35,14 +38,16 @@
  */
 import type { Json } from '../types.js';
 import { SecurityError, UndefinedValueError } from './sandbox.js';
+import { BudgetError, measure, templateLimits } from './budget.js';
 import { TemplateSyntaxError, compileExpression, compileTemplate, run, takeMissing, type Compiled } from './engine.js';
 import { isSafeString, truthy } from './python.js';
 
 export { buildContext, resultView, isHttpEnvelope, type ContextParts, type TemplateContext } from './context.js';
 export { addFilter, cacheSize, clearCache, cacheStats, setCacheLimit } from './engine.js';
 export { DENIED_NAMES } from './sandbox.js';
+export { BudgetError, DEFAULT_TEMPLATE_LIMITS, setTemplateLimits, templateLimits, type TemplateLimits } from './budget.js';
 
-export type TemplateErrorKind = 'undefined' | 'syntax' | 'security' | 'type';
+export type TemplateErrorKind = 'undefined' | 'syntax' | 'security' | 'type' | 'budget';
 
 export class TemplateError extends Error {
   /** What went wrong: a missing value, a template that does not parse, a refused access, a bad operation. */
@@ -86,6 +91,9 @@ function toTemplateError(e: unknown, template: string, field: string | undefined
   const where = `${quote(template)}${field ? ` in ${field}` : ''}`;
   if (e instanceof SecurityError) {
     return new TemplateError(`${where}: ${e.message}`, field, e.attribute, { kind: 'security', template });
+  }
+  if (e instanceof BudgetError) {
+    return new TemplateError(`${where}: ${e.message} (PLAYFLOW_TEMPLATE_* limits, see README)`, field, undefined, { kind: 'budget', template });
   }
   if (e instanceof TemplateSyntaxError) {
     return new TemplateError(`${where}: template syntax error: ${e.message}`, field, undefined, { kind: 'syntax', template });
@@ -162,11 +170,22 @@ export function renderString(template: string, ctx: object, opts: RenderOptions 
   } catch (e) {
     throw toTemplateError(e, template, opts.field);
   }
-  if (compiled.kind === 'template') return v as string;
+  if (compiled.kind === 'template') {
+    const text = v as string;
+    const max = templateLimits().maxOutput;
+    if (text.length > max) throw toTemplateError(new BudgetError('maxOutput', `template over budget: output of ${text.length} characters (limit ${max})`), template, opts.field);
+    return text;
+  }
   if (v === undefined) {
     const m = takeMissing();
     const message = m?.message ?? `'${template.trim().replace(/^\{\{\s*|\s*\}\}$/g, '')}' is undefined`;
     throw toTemplateError(new UndefinedValueError(message, m?.variable ?? ''), template, opts.field);
+  }
+  try {
+    // the value becomes JSON (events, commands): bounded like any output
+    measure(v, 'rendered value');
+  } catch (e) {
+    throw toTemplateError(e, template, opts.field);
   }
   return toJson(v, template, opts.field);
 }
@@ -206,7 +225,7 @@ export function evalCondition(expr: string, ctx: object): boolean {
     if (typeof v === 'string' && !isWholeOrBare(expr)) return !/^\s*(false|none|null|0|)\s*$/i.test(v);
     return truthy(v);
   } catch (e) {
-    if (e instanceof TemplateError && (e.kind === 'syntax' || e.kind === 'security')) throw e;
+    if (e instanceof TemplateError && (e.kind === 'syntax' || e.kind === 'security' || e.kind === 'budget')) throw e;
     return false;
   }
 }

@@ -5,6 +5,7 @@
  */
 import nunjucks from 'nunjucks';
 import { SecurityError, UndefinedValueError, checkName, ownLookup } from './sandbox.js';
+import { BudgetError, charge, checkItems, checkString, measure, templateLimits } from './budget.js';
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
@@ -92,7 +93,18 @@ export function toText(v: unknown): string {
   if (typeof v === 'string') return v;
   if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return String(v);
   if (typeof v === 'function') throw new UndefinedValueError('a function cannot be rendered as text');
+  measure(v, 'value rendered as text');
   return JSON.stringify(v, jsonReplacer);
+}
+
+/** Joins texts (`join` filter and method) after checking the result's length. */
+export function joinTexts(items: unknown[], sep: string): string {
+  charge(items.length);
+  const parts = items.map(toText);
+  let len = sep.length * Math.max(0, parts.length - 1);
+  for (const p of parts) len += p.length;
+  checkString(len, 'joined string');
+  return parts.join(sep);
 }
 
 export function jsonReplacer(_k: string, v: unknown): unknown {
@@ -114,8 +126,14 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
   requireDefined(b, `'${op}'`);
   switch (op) {
     case '+':
-      if (Array.isArray(a) && Array.isArray(b)) return [...a, ...b];
-      if (typeof a === 'string' && typeof b === 'string') return a + b;
+      if (Array.isArray(a) && Array.isArray(b)) {
+        checkItems(a.length + b.length, "list '+'");
+        return [...a, ...b];
+      }
+      if (typeof a === 'string' && typeof b === 'string') {
+        checkString(a.length + b.length, "string '+'");
+        return a + b;
+      }
       if (typeof a === 'string' || typeof b === 'string') {
         throw new UndefinedValueError(`cannot add ${typeName(a)} and ${typeName(b)} (use '~' to concatenate)`);
       }
@@ -123,7 +141,7 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
     case '-':
       return num(a) - num(b);
     case '*':
-      if (typeof a === 'string' && typeof b === 'number') return a.repeat(bounded(b, a.length, MAX_STRING));
+      if (typeof a === 'string' && typeof b === 'number') return a.repeat(bounded(b, a.length, templateLimits().maxString));
       if (Array.isArray(a) && typeof b === 'number') return Array.from({ length: bounded(b, a.length, MAX_ITEMS) }, () => a).flat(1);
       return num(a) * num(b);
     case '/': {
@@ -151,21 +169,23 @@ export function arith(op: string, a: unknown, b: unknown): unknown {
   }
 }
 
-/** Limits that keep one template from exhausting the server's memory. */
+/** Items of `range()` and of a list repeated with `*` (strings: budget.ts maxString). */
 export const MAX_ITEMS = 100_000;
-export const MAX_STRING = 10_000_000;
 
-/** A padding width (`center`, `zfill`, `'%20s'`…) that cannot allocate more than MAX_STRING. */
+/** A padding width (`center`, `zfill`, `'%20s'`…) that cannot allocate more than maxString. */
 export function widthOf(w: unknown): number {
   const n = Math.trunc(Number(w));
   if (!Number.isFinite(n) || n <= 0) return 0;
-  if (n > MAX_STRING) throw new UndefinedValueError(`width too large (over ${MAX_STRING} characters)`);
+  const max = templateLimits().maxString;
+  if (n > max) throw new BudgetError('maxString', `width too large (over ${max} characters)`);
+  charge(n >>> 6);
   return n;
 }
 
 function bounded(times: number, unit: number, max: number): number {
   const n = Math.max(0, Math.trunc(times));
-  if (n * Math.max(1, unit) > max) throw new UndefinedValueError(`result too large (over ${max} ${max === MAX_ITEMS ? 'items' : 'characters'})`);
+  if (n * Math.max(1, unit) > max) throw new BudgetError(max === MAX_ITEMS ? 'maxItems' : 'maxString', `result too large (over ${max} ${max === MAX_ITEMS ? 'items' : 'characters'})`);
+  charge((n * Math.max(1, unit)) >>> 6);
   return n;
 }
 
@@ -194,7 +214,10 @@ export function neg(v: unknown): number {
 export function concat(a: unknown, b: unknown): string {
   requireDefined(a, "'~'");
   requireDefined(b, "'~'");
-  return toText(a) + toText(b);
+  const x = toText(a);
+  const y = toText(b);
+  checkString(x.length + y.length, "'~' result");
+  return x + y;
 }
 
 export function compare(op: string, a: unknown, b: unknown): boolean {
@@ -319,16 +342,13 @@ function pySplit(s: string, sep?: unknown, maxsplit?: unknown): string[] {
 export function pyReplace(s: string, old: unknown, rep: unknown, count?: unknown): string {
   const o = toText(old);
   const r = toText(rep);
-  if (typeof count !== 'number' || count < 0) return s.split(o).join(r);
-  let out = s;
-  let from = 0;
-  for (let n = 0; n < count; n++) {
-    const i = out.indexOf(o, from);
-    if (i < 0) break;
-    out = out.slice(0, i) + r + out.slice(i + o.length);
-    from = i + r.length;
-  }
-  return out;
+  charge(s.length >>> 6);
+  const parts = s.split(o);
+  // the first `count` occurrences (all when count is absent or negative), in one pass
+  const n = typeof count !== 'number' || count < 0 ? parts.length - 1 : Math.min(Math.trunc(count), parts.length - 1);
+  checkString(s.length + n * (r.length - o.length), 'replace result');
+  if (n === parts.length - 1) return parts.join(r);
+  return parts.slice(0, n + 1).join(r) + o + parts.slice(n + 1).join(o);
 }
 
 function startsOrEnds(s: string, arg: unknown, ends: boolean): boolean {
@@ -358,7 +378,7 @@ const STRING_METHODS: Record<string, (s: string, ...a: any[]) => unknown> = {
   replace: (s, o, r, c) => pyReplace(s, o, r, c),
   join: (s, items) => {
     if (!Array.isArray(items)) throw new UndefinedValueError('join expects a list');
-    return items.map(toText).join(s);
+    return joinTexts(items, s);
   },
   capitalize: (s) => (s ? s[0].toUpperCase() + s.slice(1).toLowerCase() : s),
   title: (s) => s.replace(/\w\S*/g, (w) => w[0].toUpperCase() + w.slice(1).toLowerCase()),
@@ -431,7 +451,7 @@ const LIST_METHODS: Record<string, (l: unknown[], ...a: any[]) => unknown> = {
   includes: (l, x) => l.some((y) => pyEq(x, y)),
   indexOf: (l, x) => l.findIndex((y) => pyEq(x, y)),
   slice: (l, a, b) => l.slice(a, b),
-  join: (l, sep = ',') => l.map(toText).join(String(sep)),
+  join: (l, sep = ',') => joinTexts(l, String(sep)),
   concat: (l, ...more) => l.concat(...more),
 };
 
