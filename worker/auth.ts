@@ -4,18 +4,25 @@
  *   - a credential name (`"pg_auth"`, usually rendered from `{{ workload.pg_auth }}`),
  *   - `{type, credential: <name>}` (also `key` / `name`),
  *   - `{type, inline: {...}}` — data written in the playbook; nothing is fetched.
- * Names go to GET /api/credential/{credential_key}. The answer is normalised data: the stored
+ * Names go to GET /api/credential/{credential_key}, with the command's lease (issue 20). The answer is normalised data: the stored
  * fields plus, for postgres, both spellings (`db_host`/`host`, `db_port`/`port` (integer),
  * `db_user`/`user`, `db_password`/`password`, `db_name`/`database`), and `credential_type`
  * when the data has no `type` of its own. Resolved data is a secret: never log it.
  * Results are cached for the resolver's lifetime (one command).
  */
 import type { Json, JsonObject } from '../playbook/types.js';
-import type { CredentialRead } from '../client/secrets.js';
+import type { CredentialLease, CredentialRead } from '../client/secrets.js';
 import type { ResolveAuth } from './tools/types.js';
 
 export interface CredentialReader {
-  readCredential(key: string): Promise<CredentialRead>;
+  readCredential(key: string, lease?: CredentialLease): Promise<CredentialRead>;
+}
+
+/** The lease of a claimed command, as the credential read path wants it (undefined when the command has none). */
+export function leaseOf(cmd: { queue_id?: unknown; worker_id?: unknown; lease_token?: unknown }): CredentialLease | undefined {
+  const q = cmd.queue_id;
+  if ((typeof q !== 'string' && typeof q !== 'number') || typeof cmd.worker_id !== 'string' || typeof cmd.lease_token !== 'string' || !cmd.lease_token) return undefined;
+  return { queue_id: q, worker_id: cmd.worker_id, lease_token: cmd.lease_token };
 }
 
 const isObj = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -55,7 +62,11 @@ export function referenceName(auth: Json): string | undefined {
   return undefined;
 }
 
-export function createAuthResolver(client: CredentialReader): ResolveAuth {
+/**
+ * `lease`: the command this resolver serves; the server checks it (holder, and the credential's
+ * scope against the command's playbook).
+ */
+export function createAuthResolver(client: CredentialReader, lease?: CredentialLease): ResolveAuth {
   const cache = new Map<string, Promise<CredentialRead>>();
   return async (auth: Json) => {
     if (isObj(auth) && isObj(auth.inline)) return normaliseAuth(typeof auth.type === 'string' ? auth.type : undefined, auth.inline);
@@ -63,7 +74,7 @@ export function createAuthResolver(client: CredentialReader): ResolveAuth {
     if (!name) throw new Error('auth reference must be a credential name, {type, credential}, or {type, inline}');
     let p = cache.get(name);
     if (!p) {
-      p = client.readCredential(name);
+      p = lease ? client.readCredential(name, lease) : client.readCredential(name);
       cache.set(name, p);
       p.catch(() => cache.delete(name));
     }

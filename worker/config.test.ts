@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../server/config.js';
+import { ConfigError } from '../common/config.js';
 import { loadWorkerConfig } from './config.js';
 
 describe('worker configuration', () => {
@@ -12,5 +12,13 @@ describe('worker configuration', () => {
   it('refuses anything else, naming the variable', () => {
     expect(() => loadWorkerConfig({ WORKER_EAGER_DISPATCH: 'sometimes' })).toThrow(ConfigError);
     expect(() => loadWorkerConfig({ WORKER_EAGER_DISPATCH: 'sometimes' })).toThrow(/WORKER_EAGER_DISPATCH.*expected on or off, got "sometimes"/);
+  });
+
+  it('a WORKER_ID the server would refuse on every claim is refused at start, with the contract rule', () => {
+    expect(loadWorkerConfig({ WORKER_ID: 'w-0' }).workerId).toBe('w-0');
+    for (const bad of ['execution:12', 'w'.repeat(201)]) {
+      expect(() => loadWorkerConfig({ WORKER_ID: bad })).toThrow(ConfigError);
+      expect(() => loadWorkerConfig({ WORKER_ID: bad })).toThrow(/WORKER_ID.*not start with 'execution:'/);
+    }
   });
 });

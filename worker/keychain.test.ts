@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createHarness, type SecretsHarness } from '../server/secrets/test-helpers.js';
+import { createHarness, type SecretsHarness } from '../test/helpers/secrets.js';
 import { PlayflowClient } from '../client/http.js';
 import { SecretsClient } from '../client/secrets.js';
 import type { JsonObject, Tool } from '../playbook/types.js';

@@ -31,7 +31,9 @@ import { TemplateError, referencesName, renderValue } from '../playbook/template
 import type { KeychainGetResponse, KeychainSetResponse } from '../client/secrets.js';
 import { fetchSecret, type ProviderOptions } from './providers/index.js';
 import { ToolConfigError, type ResolveAuth } from './tools/types.js';
-import { createAuthResolver, type CredentialReader } from './auth.js';
+import { createAuthResolver, leaseOf, type CredentialReader } from './auth.js';
+import { type Logger } from '../common/logger.js';
+import { redactUrlsIn } from '../common/redact-url.js';
 
 export const DEFAULT_RENEW_TTL = 3600;
 
@@ -59,12 +61,11 @@ export interface KeychainCommand {
   root_execution_id?: IdLike | null;
   parent_execution_id?: IdLike | null;
   args?: JsonObject;
+  /** The command's lease: credentials a def's `auth` names are read under it (server checks holder and scope). */
+  queue_id?: IdLike;
+  worker_id?: string;
+  lease_token?: string;
   context?: { workload?: JsonObject; vars?: JsonObject; keychain_defs?: JsonObject[]; [k: string]: unknown };
-}
-
-export interface KeychainLogger {
-  info?(msg: string, fields?: object): void;
-  warn(msg: string, fields?: object): void;
 }
 
 export interface KeychainResolverOptions {
@@ -74,7 +75,7 @@ export interface KeychainResolverOptions {
   providerOptions?: ProviderOptions;
   /** Token endpoint timeout; default 30 s. */
   timeoutMs?: number;
-  logger?: KeychainLogger;
+  logger?: Logger;
   env?: Record<string, string | undefined>;
 }
 
@@ -174,14 +175,26 @@ const ttlFrom = (body: JsonObject, field: string): number | undefined => {
 };
 
 export class KeychainResolver {
-  private readonly resolveAuth: ResolveAuth;
   private readonly timeoutMs: number;
+  private readonly authFor = new Map<string, ResolveAuth>();
 
   constructor(private readonly o: KeychainResolverOptions) {
-    this.resolveAuth = o.resolveAuth ?? (o.client.readCredential ? createAuthResolver(o.client as CredentialReader) : async () => {
-      throw new Error('no credential reader configured for keychain auth');
-    });
     this.timeoutMs = o.timeoutMs ?? 30_000;
+  }
+
+  /** Auth resolution for one command: under its lease, so the server can check holder and scope. */
+  private resolveAuth(cmd: KeychainCommand): ResolveAuth {
+    if (this.o.resolveAuth) return this.o.resolveAuth;
+    const lease = leaseOf(cmd);
+    const key = lease ? `${lease.queue_id}:${lease.lease_token}` : '';
+    let r = this.authFor.get(key);
+    if (!r) {
+      r = this.o.client.readCredential ? createAuthResolver(this.o.client as CredentialReader, lease) : async () => {
+        throw new Error('no credential reader configured for keychain auth');
+      };
+      this.authFor.set(key, r);
+    }
+    return r;
   }
 
   /** Resolves the named entries: name → token data (`{}` for an entry whose renewal failed). */
@@ -249,14 +262,14 @@ export class KeychainResolver {
       const provider = def.provider;
       if (!provider) throw new KeychainError(`KEYCHAIN: Entry '${name}' needs a provider (gcp, aws, azure)`, name);
       const map = this.mapOf(def, ['secret', 'path', 'secret_name']);
-      const auth = def.auth ? await this.resolveAuth(def.auth) : {};
+      const auth = def.auth ? await this.resolveAuth(cmd)(def.auth) : {};
       const data: JsonObject = {};
       try {
         for (const [field, path] of Object.entries(map)) {
           data[field] = await fetchSecret(provider, path, isObj(auth) ? auth : {}, { ...this.o.providerOptions, hints: def as unknown as JsonObject });
         }
       } catch (err) {
-        throw new KeychainError(`KEYCHAIN: Failed to fetch '${name}' from ${provider}: ${(err as Error).message}`, name);
+        throw new KeychainError(`KEYCHAIN: Failed to fetch '${name}' from ${provider}: ${redactUrlsIn((err as Error).message)}`, name);
       }
       await this.o.client.setKeychain(cmd.catalog_id, name, {
         ...base, token_data: data, credential_type: 'secret_manager', cache_type: 'secret',
@@ -269,7 +282,7 @@ export class KeychainResolver {
       let data = def.data;
       if (def.auth) {
         // oauth2 client credentials from an auth reference fill what the def leaves out.
-        const cred = await this.resolveAuth(def.auth);
+        const cred = await this.resolveAuth(cmd)(def.auth);
         if (isObj(cred)) {
           endpoint ??= typeof cred.token_url === 'string' ? cred.token_url : undefined;
           if (def.kind === 'oauth2' && (data === undefined || isObj(data))) {
@@ -287,7 +300,7 @@ export class KeychainResolver {
       try {
         answer = await callTokenEndpoint(req, def.kind, this.timeoutMs);
       } catch (err) {
-        throw new KeychainError(`KEYCHAIN: Failed to acquire '${name}': ${(err as Error).message}`, name);
+        throw new KeychainError(`KEYCHAIN: Failed to acquire '${name}': ${redactUrlsIn((err as Error).message)}`, name);
       }
       if (answer.status < 200 || answer.status >= 300) throw new KeychainError(`KEYCHAIN: Failed to acquire '${name}': HTTP ${answer.status}`, name);
       const token: JsonObject = isObj(answer.body) ? answer.body : { value: answer.body as Json };
@@ -310,11 +323,11 @@ export class KeychainResolver {
     try {
       answer = await callTokenEndpoint(rc, def?.kind ?? 'oauth2', this.timeoutMs);
     } catch (err) {
-      this.o.logger?.warn('keychain renewal failed', { keychain: name, error: (err as Error).message });
+      this.o.logger?.warn({ keychain: name, error: redactUrlsIn((err as Error).message) }, 'keychain renewal failed');
       return undefined;
     }
     if (answer.status !== 200 || !isObj(answer.body) || answer.body[rc.token_field ?? 'access_token'] === undefined) {
-      this.o.logger?.warn('keychain renewal failed', { keychain: name, status: answer.status });
+      this.o.logger?.warn({ keychain: name, status: answer.status }, 'keychain renewal failed');
       return undefined;
     }
     const token = answer.body;

@@ -4,10 +4,10 @@
  * the runtime — and wires SIGTERM/SIGINT to a graceful stop.
  */
 import { PlayflowClient } from '../client/http.js';
-import type { ClaimedCommand } from '../client/protocol.js';
+import type { ClaimedCommand } from '../common/protocol.js';
 import type { JsonObject, Tool } from '../playbook/types.js';
-import { createBroker } from '../server/broker/index.js';
-import { createLogger } from '../server/logger.js';
+import { createBroker } from '../common/broker/index.js';
+import { createLogger } from '../common/logger.js';
 import type { WorkerConfig } from './config.js';
 import { WorkerRuntime, type WorkerRuntimeOptions } from './runtime.js';
 import { createServerFetch } from './server-fetch.js';
@@ -34,7 +34,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandl
   // Keep-alive connections through undici's request API: claim and call.done are on every command's critical path.
   const http = createServerFetch();
   const client = new PlayflowClient({ baseUrl: c.serverUrl, token: c.apiToken, headers: { 'user-agent': `playflow-worker/${c.workerId}` }, fetch: http.fetch });
-  const broker = createBroker(c.broker.url, { stream: c.broker.stream, subject: c.broker.subject, consumer: c.broker.consumer }, logger);
+  const broker = createBroker(c.broker.url, { stream: c.broker.stream, subject: c.broker.subject, consumer: c.broker.consumer, pool: c.pool }, logger);
   const metricsEnabled = c.metricsPort !== undefined;
   const runtime = new WorkerRuntime({
     broker,
@@ -46,7 +46,10 @@ export async function startWorker(opts: StartWorkerOptions): Promise<WorkerHandl
     heartbeatSeconds: c.heartbeatSeconds,
     graceSeconds: c.graceSeconds,
     metricsPort: metricsEnabled && c.metricsPort !== 0 ? c.metricsPort : undefined,
-    python: { size: c.pythonPoolSize, maxCallsPerProcess: c.pythonMaxCalls },
+    python: { size: c.pythonPoolSize, maxCallsPerProcess: c.pythonMaxCalls, user: c.pythonUser },
+    maxResultBytes: c.maxResultBytes,
+    serverUrl: c.serverUrl,
+    httpAllow: c.httpAllow,
     fileRoot: c.fileRoot,
     logger,
     resolveAuthFor: opts.resolveAuthFor,

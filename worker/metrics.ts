@@ -18,6 +18,7 @@ export function createWorkerMetrics() {
     inFlight: new Gauge({ name: 'playflow_worker_in_flight', help: 'Commands being handled now', registers: [registry] }),
     messages: new Counter({ name: 'playflow_worker_messages_total', help: 'Broker notifications settled, by how (ack, nak, term)', labelNames: ['result'] as const, registers: [registry] }),
     claims: new Counter({ name: 'playflow_worker_claims_total', help: 'Claim attempts by result (claimed, already_claimed, finished, not_found, not_due, unreachable, error)', labelNames: ['result'] as const, registers: [registry] }),
+    serverDown: new Gauge({ name: 'playflow_worker_server_unreachable', help: '1 while the server does not answer (no notifications are taken)', registers: [registry] }),
     children: new Counter({ name: 'playflow_worker_child_playbooks_total', help: 'Child playbooks started for playbook tools', registers: [registry] }),
     enableDefault() {
       collectDefaultMetrics({ register: registry, prefix: 'playflow_worker_' });

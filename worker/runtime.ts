@@ -27,32 +27,27 @@
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ApiError, type PlayflowClient } from '../client/http.js';
-import type { ClaimedCommand, CommandNotification, WorkerEvent } from '../client/protocol.js';
-import { SecretsClient } from '../client/secrets.js';
-import { createAuthResolver } from './auth.js';
+import type { ClaimedCommand, ClaimNextRequest, CommandNotification, WorkerEvent } from '../common/protocol.js';
+import { SecretsClient, type CredentialLease } from '../client/secrets.js';
+import { createAuthResolver, leaseOf } from './auth.js';
+import { redactUrlsIn } from '../common/redact-url.js';
 import { createKeychainPreparer } from './keychain.js';
 import { createSecretTool } from './tools/secret.js';
-import type { Json, JsonObject, Tool } from '../playbook/types.js';
-import type { Broker, BrokerMessage, ConsumerHandle } from '../server/broker/types.js';
+import { DEFAULT_POOL, type Json, type JsonObject, type Tool } from '../playbook/types.js';
+import type { Broker, BrokerMessage, ConsumerHandle } from '../common/broker/types.js';
 import { createWorkerMetrics, startSideServer, type SideServer, type WorkerMetrics } from './metrics.js';
-import { fail, runTool, ToolConfigError, WorkerFault, type ResolveAuth, type ToolContext, type ToolRunner, type ToolLogger, type ToolOutcome } from './tools/index.js';
+import { fail, runTool, ToolConfigError, WorkerFault, type ResolveAuth, type ToolContext, type ToolRunner, type ToolOutcome } from './tools/index.js';
 import { closePostgresPools } from './tools/postgres.js';
 import { closePythonPool, configurePython, pythonPool } from './tools/python.js';
 import { configureFile } from './tools/file.js';
+import { configureHttp } from './tools/http.js';
 import { isObject } from './tools/json.js';
+import { type Logger, silentLogger } from '../common/logger.js';
 
 /** The part of PlayflowClient the runtime uses (tests may pass anything with these methods). */
 export type WorkerClient = Pick<PlayflowClient, 'claim' | 'heartbeat' | 'sendEvents' | 'run'> &
-  Partial<Pick<PlayflowClient, 'registerRuntime' | 'runtimeHeartbeat' | 'request'>>;
+  Partial<Pick<PlayflowClient, 'registerRuntime' | 'runtimeHeartbeat' | 'request' | 'releaseLeases'>>;
 
-/** pino-compatible. */
-export interface RuntimeLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-const silent: RuntimeLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export interface WorkerRuntimeOptions {
   broker: Broker;
@@ -60,9 +55,9 @@ export interface WorkerRuntimeOptions {
   workerId?: string;
   /** Commands handled at once. Default 8. */
   concurrency?: number;
-  /** Lease asked for on claim and heartbeat. Default 60 s. */
+  /** Lease asked for on claim and heartbeat. Default 20 s: a dead worker's command is reclaimed within about that. */
   leaseSeconds?: number;
-  /** Interval of `msg.working()` + lease heartbeat while a call runs. Default 10 s. */
+  /** Interval of `msg.working()` + lease heartbeat while a call runs (and while its result waits to be reported). Default 5 s. */
   heartbeatSeconds?: number;
   /** Shutdown grace for calls in flight. Default 30 s. */
   graceSeconds?: number;
@@ -72,14 +67,19 @@ export interface WorkerRuntimeOptions {
   metricsPort?: number;
   metricsHost?: string;
   /** Python pool: size and recycling; `false` = do not pre-spawn. */
-  python?: { size?: number; maxCallsPerProcess?: number } | false;
+  python?: { size?: number; maxCallsPerProcess?: number; user?: { uid: number; gid: number } | null } | false;
+  /** The server's URL: the http tool refuses it as a target (with link-local / metadata addresses) unless in httpAllow. */
+  serverUrl?: string;
+  httpAllow?: string[];
+  /** Largest python answer and http response body (WORKER_MAX_RESULT_BYTES); beyond it the call fails `too_large`. Default 64 MiB. */
+  maxResultBytes?: number;
   fileRoot?: string;
   /** Builds the auth resolver for one command. Default: worker/auth.ts through the client (GET /api/credential/{name}). */
   resolveAuthFor?: (cmd: ClaimedCommand) => ResolveAuth;
   /** Finishes a tool config before it runs (secret references such as `{{ keychain.x.y }}`).
    *  Default: the keychain module (worker/keychain.ts) through the client; `null` = leave as is. */
   prepareTool?: ((cmd: ClaimedCommand, tool: Tool) => Promise<Tool>) | null;
-  logger?: RuntimeLogger;
+  logger?: Logger;
   metrics?: WorkerMetrics;
   /** Largest `meta.log` sent with call.done (characters). Default 65536. */
   maxLogChars?: number;
@@ -102,6 +102,12 @@ interface InFlight {
 const NAK_BASE_MS = 1000;
 const NAK_MAX_MS = 10_000;
 const SHUTDOWN_NAK_DELAY_MS = 2000;
+/** A notification this worker cannot claim because its server is unreachable: left to other workers for this long. */
+const UNREACHABLE_NAK_DELAY_MS = 5000;
+/** Reporting a finished call: retry backoff from 0.25 s, doubling, at most this. */
+const REPORT_RETRY_MAX_MS = 2000;
+/** Probing an unreachable server: backoff from 0.5 s, doubling, at most this. */
+const PROBE_MAX_MS = 5000;
 
 /**
  * The stand-in message of a command received with a call.done answer (eager dispatch): there is no
@@ -128,10 +134,13 @@ const standIns = new WeakSet<BrokerMessage>();
  * (unreachable, 5xx) into a WorkerFault — the message is redelivered — and a 404 into a plain
  * "not found" error (the call fails).
  */
-export function serverResolveAuth(client: WorkerClient): ResolveAuth {
+export function serverResolveAuth(client: WorkerClient, lease?: CredentialLease): ResolveAuth {
   if (!client.request) return async () => { throw new Error('this worker has no credential access'); };
-  return guardResolveAuth(createAuthResolver(new SecretsClient(client as Required<Pick<PlayflowClient, 'request'>>)));
+  return guardResolveAuth(createAuthResolver(new SecretsClient(client as Required<Pick<PlayflowClient, 'request'>>), lease));
 }
+
+/** Answers of the credential read path that fail the call (a redelivery would be refused the same way). */
+const CREDENTIAL_REFUSALS = new Set(['credential_not_allowed', 'credential_scoped', 'not_lease_holder']);
 
 export function guardResolveAuth(inner: ResolveAuth): ResolveAuth {
   return async (auth: Json) => {
@@ -139,6 +148,8 @@ export function guardResolveAuth(inner: ResolveAuth): ResolveAuth {
       return await inner(auth);
     } catch (err) {
       const name = typeof auth === 'string' ? auth : isObject(auth) ? String(auth.credential ?? auth.key ?? auth.name ?? '') : '';
+      // Refused by the credential's scope or for the lease: the server's message names the credential and the playbook.
+      if (err instanceof ApiError && CREDENTIAL_REFUSALS.has(err.code)) throw new Error(err.message, { cause: err });
       if (err instanceof ApiError && isTransient(err)) throw new WorkerFault(`cannot read credential '${name}': ${err.message}`, { cause: err });
       if (err instanceof ApiError && err.status === 404) throw new Error(`credential '${name}' not found`, { cause: err });
       throw err;
@@ -154,7 +165,7 @@ export class WorkerRuntime {
   readonly workerId: string;
   readonly metrics: WorkerMetrics;
   private readonly o: WorkerRuntimeOptions;
-  private readonly log: RuntimeLogger;
+  private readonly log: Logger;
   private readonly concurrency: number;
   private readonly leaseSeconds: number;
   private readonly heartbeatMs: number;
@@ -164,6 +175,8 @@ export class WorkerRuntime {
   private side: SideServer | null = null;
   private runtimeTimer: NodeJS.Timeout | null = null;
   private inFlight = new Set<InFlight>();
+  /** Set while the server is unreachable: no pulls until a probe answers (see awaitServer). */
+  private serverDown: { promise: Promise<void>; open: () => void } | null = null;
   private started = false;
   private stopping: Promise<void> | null = null;
   private readonly prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
@@ -178,16 +191,17 @@ export class WorkerRuntime {
       : opts.prepareTool ?? (opts.client.request
         ? createKeychainPreparer({
           client: new SecretsClient(opts.client as Required<Pick<PlayflowClient, 'request'>>),
-          logger: { info: (m, f) => this.log.info({ ...f }, m), warn: (m, f) => this.log.warn({ ...f }, m) },
+          logger: opts.logger ?? silentLogger,
         })
         : undefined);
     if (opts.client.request) this.runners.secret = createSecretTool({ client: new SecretsClient(opts.client as Required<Pick<PlayflowClient, 'request'>>) });
     this.workerId = opts.workerId ?? `${hostname()}-${process.pid}`;
     this.metrics = opts.metrics ?? createWorkerMetrics();
-    this.log = opts.logger ?? silent;
+    this.log = opts.logger ?? silentLogger;
     this.concurrency = Math.max(1, opts.concurrency ?? 8);
-    this.leaseSeconds = opts.leaseSeconds ?? 60;
-    this.heartbeatMs = (opts.heartbeatSeconds ?? 10) * 1000;
+    this.leaseSeconds = opts.leaseSeconds ?? 20;
+    // at least three heartbeats per lease, so one lost request does not lose the lease
+    this.heartbeatMs = Math.min((opts.heartbeatSeconds ?? 5) * 1000, (this.leaseSeconds * 1000) / 3);
     this.graceMs = (opts.graceSeconds ?? 30) * 1000;
     this.eagerDispatch = opts.eagerDispatch ?? true;
   }
@@ -204,8 +218,12 @@ export class WorkerRuntime {
     if (this.started) return;
     this.started = true;
     if (this.o.fileRoot !== undefined) configureFile({ root: this.o.fileRoot });
+    configureHttp({ maxResponseBytes: this.o.maxResultBytes, serverUrl: this.o.serverUrl ?? null, allow: this.o.httpAllow ?? [] });
     if (this.o.python !== false) {
-      configurePython({ size: this.o.python?.size ?? Math.min(this.concurrency, 4), maxCallsPerProcess: this.o.python?.maxCallsPerProcess });
+      configurePython({
+        size: this.o.python?.size ?? Math.min(this.concurrency, 4), maxCallsPerProcess: this.o.python?.maxCallsPerProcess,
+        user: this.o.python?.user ?? null, maxResultBytes: this.o.maxResultBytes,
+      });
       await pythonPool().start().catch((err: Error) => this.log.warn({ err: err.message }, 'python interpreters could not start; python tools will fail'));
     }
     if (this.o.metricsPort !== undefined) {
@@ -213,8 +231,10 @@ export class WorkerRuntime {
     }
     await this.o.broker.ensure();
     await this.registerRuntime();
+    await this.releasePreviousLeases();
     this.consumer = this.o.broker.consume((msg) => this.handle(msg), {
       concurrency: this.concurrency,
+      ready: () => this.serverDown?.promise ?? Promise.resolve(),
       onError: (err) => this.log.error({ err: (err as Error)?.message }, 'notification handler failed; message nak\'ed'),
     });
     this.log.info({ worker_id: this.workerId, concurrency: this.concurrency, broker: this.o.broker.kind, metrics_port: this.side?.port }, 'worker started');
@@ -236,7 +256,7 @@ export class WorkerRuntime {
   private async registerRuntime(): Promise<void> {
     const c = this.o.client;
     if (!c.registerRuntime) return;
-    const info: JsonObject = { hostname: hostname(), pid: process.pid, concurrency: this.concurrency, broker: this.o.broker.kind };
+    const info: JsonObject = { hostname: hostname(), pid: process.pid, concurrency: this.concurrency, broker: this.o.broker.kind, pool: this.o.broker.settings.pool ?? DEFAULT_POOL };
     let registered = false;
     const register = async () => {
       try {
@@ -264,12 +284,62 @@ export class WorkerRuntime {
     this.runtimeTimer.unref();
   }
 
+  /**
+   * Whatever a previous process with this worker id held will never be reported: the server
+   * queues those commands again now instead of when their leases run out.
+   */
+  private async releasePreviousLeases(): Promise<void> {
+    if (!this.o.client.releaseLeases) return;
+    try {
+      const r = await this.o.client.releaseLeases(this.workerId);
+      if (r?.released) this.log.warn({ worker_id: this.workerId, released: r.released }, 'leases of a previous process with this worker id released');
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'could not release the leases of a previous process with this worker id; they run out by themselves');
+    }
+  }
+
+  /**
+   * The server did not answer: stop pulling notifications (the consumer awaits the gate before
+   * each pull) until a probe gets through, so this worker does not spend the broker's few
+   * deliveries of commands that healthy workers could run.
+   */
+  private markServerDown(): void {
+    if (this.serverDown || this.stopping) return;
+    let open!: () => void;
+    const promise = new Promise<void>((r) => { open = r; });
+    this.serverDown = { promise, open };
+    this.metrics.serverDown.set(1);
+    this.log.warn({}, 'server unreachable: not taking notifications until it answers');
+    void (async () => {
+      for (let wait = 500; !this.stopping; wait = Math.min(PROBE_MAX_MS, wait * 2)) {
+        await new Promise((r) => setTimeout(r, wait).unref());
+        if (this.stopping || await this.probe()) break;
+      }
+      this.serverDown = null;
+      this.metrics.serverDown.set(0);
+      if (!this.stopping) this.log.info({}, 'server reachable again: taking notifications');
+      open();
+    })();
+  }
+
+  private async probe(): Promise<boolean> {
+    const c = this.o.client;
+    try {
+      if (c.request) await c.request('GET', '/healthz');
+      else if (c.runtimeHeartbeat) await c.runtimeHeartbeat('worker', this.workerId);
+      return true;
+    } catch (err) {
+      return err instanceof ApiError && !isTransient(err);
+    }
+  }
+
   /** Stops fetching, waits for calls in flight up to the grace period, then aborts and naks the rest. */
   stop(): Promise<void> {
     if (this.stopping) return this.stopping;
     this.stopping = (async () => {
       this.log.info({ in_flight: this.inFlight.size, grace_ms: this.graceMs }, 'worker stopping');
       if (this.runtimeTimer) clearInterval(this.runtimeTimer);
+      this.serverDown?.open();
       const abortAll = () => {
         for (const f of this.inFlight) {
           f.reason ??= 'shutdown';
@@ -334,7 +404,8 @@ export class WorkerRuntime {
       this.metrics.claims.inc({ result });
       if (result === 'unreachable') {
         this.log.warn({ ...where, err: (err as Error).message }, 'claim failed (server-side fault); nak for redelivery');
-        this.settle(msg, 'nak', this.nakDelay(msg));
+        if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
+        this.settle(msg, 'nak', Math.max(UNREACHABLE_NAK_DELAY_MS, this.nakDelay(msg)));
       } else {
         // 409/410: a duplicate or stale notification — never run twice. 404/425/other 4xx: nothing to run now.
         (result === 'error' ? this.log.error : this.log.debug).call(this.log, { ...where, status, err: (err as Error).message }, `claim answered ${result}; ack`);
@@ -418,7 +489,7 @@ export class WorkerRuntime {
       args: cmd.args ?? {},
       execution_id: String(cmd.execution_id),
       step: cmd.step,
-      resolveAuth: this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client),
+      resolveAuth: this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client, leaseOf(cmd)),
       workbook: cmd.workbook,
       template: {
         ...(cmd.context ?? {}),
@@ -441,34 +512,45 @@ export class WorkerRuntime {
     return runTool(tool, ctx);
   }
 
-  private toolLogger(cmd: ClaimedCommand): ToolLogger {
+  private toolLogger(cmd: ClaimedCommand): Logger {
     const base = { execution_id: cmd.execution_id, step: cmd.step, queue_id: cmd.queue_id };
     return {
-      debug: (m, x) => this.log.debug({ ...base, ...x }, m),
-      info: (m, x) => this.log.info({ ...base, ...x }, m),
-      warn: (m, x) => this.log.warn({ ...base, ...x }, m),
-      error: (m, x) => this.log.error({ ...base, ...x }, m),
+      debug: (x, m) => this.log.debug({ ...base, ...x }, m),
+      info: (x, m) => this.log.info({ ...base, ...x }, m),
+      warn: (x, m) => this.log.warn({ ...base, ...x }, m),
+      error: (x, m) => this.log.error({ ...base, ...x }, m),
     };
   }
 
   private async beat(f: InFlight, cmd: ClaimedCommand): Promise<void> {
     f.msg.working();
     try {
-      await this.o.client.heartbeat(cmd.queue_id, { worker_id: this.workerId, lease_seconds: this.leaseSeconds });
+      await this.o.client.heartbeat(cmd.queue_id, { worker_id: this.workerId, lease_token: cmd.lease_token, lease_seconds: this.leaseSeconds });
     } catch (err) {
       if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
         f.reason ??= 'lease_lost';
         f.ac.abort(new Error(`lease lost: ${err.code}`));
       } else {
+        if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
         this.log.debug({ queue_id: cmd.queue_id, err: (err as Error).message }, 'lease heartbeat failed; will retry');
       }
     }
   }
 
+  /** Eager dispatch asks only for commands of this worker's pool (the in-process broker's `*`: any default-pool one). */
+  private claimNext(): ClaimNextRequest {
+    const pool = this.o.broker.settings.pool;
+    const req: ClaimNextRequest = { worker_id: this.workerId, lease_seconds: this.leaseSeconds };
+    if (pool && pool !== '*' && pool !== DEFAULT_POOL) req.pool = pool;
+    return req;
+  }
+
   /** Reports call.done (with claim_next when eager dispatch is on); returns the command handed back, if any. */
   private async report(f: InFlight, cmd: ClaimedCommand, outcome: ToolOutcome, durationMs: number): Promise<ClaimedCommand | undefined> {
     const maxLog = this.o.maxLogChars ?? 65_536;
-    let log = outcome.log;
+    // Error messages and the call's log become events: URLs in them lose userinfo and query values.
+    let log = outcome.log === undefined ? undefined : redactUrlsIn(outcome.log);
+    if (outcome.error && typeof outcome.error.message === 'string') outcome = { ...outcome, error: { ...outcome.error, message: redactUrlsIn(outcome.error.message) } };
     if (log !== undefined && log.length > maxLog) log = `${log.slice(0, maxLog)}\n[log truncated: ${log.length} characters]`;
     const meta: JsonObject = {
       duration_ms: durationMs,
@@ -478,40 +560,72 @@ export class WorkerRuntime {
       ...(log ? { log } : {}),
     };
     const payload: JsonObject = outcome.error ? { error: outcome.error as unknown as JsonObject, meta } : { response: outcome.response as Json, meta };
-    const event: WorkerEvent = { execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: this.workerId, payload };
+    const event = {
+      execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: this.workerId, lease_token: cmd.lease_token, payload,
+    } satisfies WorkerEvent;
     const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step, kind: cmd.tool.kind };
-    // The call already ran: retry the report in-process (keeping the broker message alive) rather
-    // than let a redelivery run it again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const eager = this.eagerDispatch && !this.stopping;
-        const ack = await this.o.client.sendEvents([event], eager ? { claimNext: { worker_id: this.workerId, lease_seconds: this.leaseSeconds } } : undefined);
-        this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}) }, 'call.done reported');
-        this.settle(f.msg, 'ack');
-        return eager ? ack?.claimed?.[0] : undefined;
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 413 && !(event.payload.error && (event.payload.error as JsonObject).code === 'too_large')) {
-          // The result does not fit the server's body limit: the call fails with that reason
-          // rather than leaving the command leased until it expires and runs again.
-          const size = Buffer.byteLength(JSON.stringify(event.payload));
-          this.log.warn({ ...where, bytes: size }, 'call.done too large for the server; reporting an error instead');
-          event.payload = { error: { message: `the call's result is too large to report (${size} bytes of JSON)`, code: 'too_large' }, meta };
-          attempt = 0;
-          continue;
-        }
-        if (!isTransient(err)) {
-          this.log.warn({ ...where, err: (err as Error).message }, 'call.done rejected by the server; dropping it');
+    // The call already ran: its result is kept and reported until the server takes it or says the
+    // lease is gone, however long the server is away — the lease heartbeat goes on meanwhile, so
+    // the command is not handed to another worker and its side effects do not happen twice.
+    const timer = setInterval(() => void this.beat(f, cmd), this.heartbeatMs);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const eager = this.eagerDispatch && !this.stopping;
+          const ack = await this.o.client.sendEvents([event], eager ? { claimNext: this.claimNext() } : undefined);
+          this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}), ...(attempt > 1 ? { report_attempts: attempt } : {}) }, 'call.done reported');
           this.settle(f.msg, 'ack');
-          return undefined;
+          return eager ? ack?.claimed?.[0] : undefined;
+        } catch (err) {
+          const refusedBefore = event.payload.error && ['too_large', 'result_refused'].includes(String((event.payload.error as JsonObject).code));
+          if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
+            this.log.warn({ ...where, status: err.status, err: err.message }, 'call.done refused: this worker no longer holds the lease; result dropped');
+            this.settle(f.msg, 'ack');
+            return undefined;
+          }
+          if (err instanceof ApiError && !isTransient(err) && !refusedBefore) {
+            // The server will not take this result (too large, invalid…): the call fails with that
+            // reason rather than the command staying leased until it expires and runs again.
+            const size = Buffer.byteLength(JSON.stringify(event.payload));
+            const tooLarge = err.status === 413;
+            this.log.warn({ ...where, status: err.status, bytes: size, err: err.message }, 'call.done refused by the server; reporting it as the call\'s error');
+            event.payload = {
+              error: tooLarge
+                ? { message: `the call's result is too large to report (${size} bytes of JSON; the server takes request bodies up to its PLAYFLOW_MAX_BODY_BYTES)`, code: 'too_large' }
+                : { message: `the server refused the call's result (${err.status}): ${err.message}`, code: 'result_refused', status: err.status },
+              meta,
+            };
+            attempt = 0;
+            continue;
+          }
+          if (err instanceof ApiError && !isTransient(err)) {
+            this.log.error({ ...where, status: err.status, err: err.message }, 'call.done refused even as an error; dropping it (the lease runs out and the server re-issues the command)');
+            this.settle(f.msg, 'ack');
+            return undefined;
+          }
+          if (f.reason === 'lease_lost') {
+            this.log.warn({ ...where, err: (err as Error).message }, 'lease lost while the result waited to be reported; result dropped');
+            this.settle(f.msg, 'ack');
+            return undefined;
+          }
+          if (f.reason === 'shutdown') {
+            this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done before shutdown; nak (the lease runs out and the server re-issues the command)');
+            this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+            return undefined;
+          }
+          if (err instanceof ApiError && err.status > 0 && err.status < 500 && attempt >= 10) {
+            this.log.error({ ...where, status: err.status, err: err.message }, 'call.done keeps being refused (authorization?); nak (the lease runs out and the server re-issues the command)');
+            this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+            return undefined;
+          }
+          if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
+          if (attempt === 1 || attempt % 20 === 0) this.log.warn({ ...where, attempt, err: (err as Error).message }, 'cannot report call.done yet; keeping the result and retrying');
+          f.msg.working();
+          await new Promise((r) => setTimeout(r, Math.min(REPORT_RETRY_MAX_MS, 250 * 2 ** Math.min(attempt - 1, 8))));
         }
-        if (attempt >= 5 || this.stopping) {
-          this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done; nak (the lease expires and the server re-issues the command)');
-          this.settle(f.msg, 'nak', this.nakDelay(f.msg));
-          return undefined;
-        }
-        f.msg.working();
-        await new Promise((r) => setTimeout(r, 500 * 2 ** (attempt - 1)));
       }
+    } finally {
+      clearInterval(timer);
     }
   }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { PythonPool } from './pool.js';
 
@@ -40,6 +41,43 @@ describe('PythonPool', () => {
     if (!r.ok) expect(r.error.code).toBe('cancelled');
     const again = await pool.call({ code: 'result = 5' });
     expect(again.ok && again.result).toBe(5);
+    await pool.close();
+  });
+
+  it('maxCallsPerProcess is exact: with 3, the fourth call runs in another interpreter', async () => {
+    const pool = new PythonPool({ size: 1, maxCallsPerProcess: 3 });
+    await pool.start();
+    const pids: unknown[] = [];
+    for (let i = 0; i < 7; i++) {
+      const r = await pool.call({ code: pid });
+      pids.push(r.ok ? r.result : r.error.message);
+    }
+    expect(pids[0]).toBe(pids[1]);
+    expect(pids[1]).toBe(pids[2]);
+    expect(pids[3]).not.toBe(pids[2]);
+    expect([pids[4], pids[5]]).toEqual([pids[3], pids[3]]);
+    expect(pids[6]).not.toBe(pids[5]);
+    await pool.close();
+  });
+
+  it('a call that times out is killed with the processes it started', async () => {
+    const pool = new PythonPool({ size: 1 });
+    await pool.start();
+    const pidFile = `/tmp/playflow-pool-test-${process.pid}.pid`;
+    const r = await pool.call({ code: `import subprocess, time\nchild = subprocess.Popen(["sleep", "300"])\nopen(${JSON.stringify(pidFile)}, "w").write(str(child.pid))\ntime.sleep(300)` }, { timeoutMs: 1500 });
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.code).toBe('timeout');
+    const child = Number(readFileSync(pidFile, 'utf8'));
+    const running = () => {
+      try {
+        const stat = readFileSync(`/proc/${child}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 50 && running(); i++) await new Promise((res) => setTimeout(res, 100));
+    expect(running()).toBe(false);
     await pool.close();
   });
 });

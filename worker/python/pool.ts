@@ -1,12 +1,15 @@
 /**
  * A pool of warm python3 interpreters running worker/python/runner.py, outside the worker's
  * process. Each interpreter serves one call at a time over line-delimited JSON. Interpreters are
- * spawned when the pool starts (a call never pays for an interpreter start unless every warm one
- * is gone), recycled after `maxCallsPerProcess` calls, and replaced at once when one crashes,
- * exits (`os._exit`, `sys.exit`), times out (killed) or its call is cancelled.
+ * spawned when the pool starts, retired after exactly `maxCallsPerProcess` calls (its replacement
+ * starts at once), and replaced at once when one crashes, exits (`os._exit`, `sys.exit`), times
+ * out or its call is cancelled — killed with its process group, so what the user code started
+ * goes too. Run as another user (`user`) when the worker is root, an interpreter cannot read the
+ * worker's environment or memory (/proc/<worker>/environ, /mem).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Json, JsonObject } from '../../playbook/types.js';
@@ -22,6 +25,13 @@ export interface PythonPoolOptions {
   env?: Record<string, string>;
   /** How long an interpreter may take to start. Default 20 s. */
   startTimeoutMs?: number;
+  /** Largest answer (result + log, JSON bytes) of one call; beyond it the call fails `too_large`. Default 64 MiB. */
+  maxResultBytes?: number;
+  /**
+   * Run the interpreters as this user (the worker must be root): they cannot read the worker's
+   * /proc/<pid>/environ or memory. null = as the worker's own user.
+   */
+  user?: { uid: number; gid: number } | null;
   onStderr?: (pid: number | undefined, text: string) => void;
 }
 
@@ -63,12 +73,10 @@ class Interpreter {
   alive = true;
   isReady = false;
   doomed = false;
-  /** Past maxCallsPerProcess, a replacement is starting. */
-  retiring = false;
-  /** The replacement is warm: kill this one as soon as it is idle. */
-  retired = false;
   pending: Pending | null = null;
-  private buf = '';
+  /** The protocol line being received, as raw chunks: a large answer is joined once, not rescanned per chunk. */
+  private parts: Buffer[] = [];
+  private partsBytes = 0;
   private stderrTail = '';
   private readyResolve!: () => void;
   private readyReject!: (e: Error) => void;
@@ -80,22 +88,30 @@ class Interpreter {
     env: NodeJS.ProcessEnv,
     startTimeoutMs: number,
     private onExit: (it: Interpreter) => void,
-    onStderr?: (pid: number | undefined, text: string) => void,
+    onStderr: ((pid: number | undefined, text: string) => void) | undefined,
+    private readonly maxLineBytes: number,
+    user: { uid: number; gid: number; home: string } | null,
   ) {
     this.ready = new Promise((res, rej) => {
       this.readyResolve = res;
       this.readyReject = rej;
     });
     this.ready.catch(() => {});
-    this.child = spawn(python, ['-u', script], { stdio: ['pipe', 'pipe', 'pipe'], env });
+    // Its own process group (detached), so the interpreter and whatever it spawned are killed
+    // together; the runner also dies with the worker (PR_SET_PDEATHSIG, see runner.py).
+    this.child = spawn(python, ['-u', script], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: user ? { ...env, HOME: user.home } : env,
+      detached: true,
+      ...(user ? { uid: user.uid, gid: user.gid, cwd: user.home } : {}),
+    });
     this.pid = this.child.pid;
     const startTimer = setTimeout(() => {
       this.readyReject(new Error(`python interpreter did not start within ${startTimeoutMs} ms`));
       this.kill();
     }, startTimeoutMs);
     this.ready.then(() => clearTimeout(startTimer), () => clearTimeout(startTimer));
-    this.child.stdout!.setEncoding('utf8');
-    this.child.stdout!.on('data', (chunk: string) => this.onData(chunk));
+    this.child.stdout!.on('data', (chunk: Buffer) => this.onData(chunk));
     this.child.stderr!.setEncoding('utf8');
     this.child.stderr!.on('data', (chunk: string) => {
       this.stderrTail = (this.stderrTail + chunk).slice(-4000);
@@ -132,34 +148,60 @@ class Interpreter {
     this.onExit(this);
   }
 
-  private onData(chunk: string): void {
-    this.buf += chunk;
-    let nl: number;
-    while ((nl = this.buf.indexOf('\n')) >= 0) {
-      const line = this.buf.slice(0, nl);
-      this.buf = this.buf.slice(nl + 1);
-      if (!line.trim()) continue;
-      let msg: any;
-      try {
-        msg = JSON.parse(line);
-      } catch {
-        continue;
-      }
-      if (msg.ready) {
-        this.pid = msg.pid ?? this.pid;
-        this.isReady = true;
-        this.readyResolve();
-        continue;
-      }
-      const p = this.pending;
-      if (!p || msg.id !== p.id) continue;
-      this.pending = null;
-      p.cleanup();
-      if (msg.ok) p.resolve({ ok: true, result: msg.result as Json, log: msg.log ?? '', pid: this.pid! });
-      else {
-        if (msg.recycle) this.kill();
-        p.resolve({ ok: false, error: msg.error, log: msg.log ?? '', pid: this.pid });
-      }
+  private onData(chunk: Buffer): void {
+    let from = 0;
+    for (let nl = chunk.indexOf(10, from); nl >= 0; nl = chunk.indexOf(10, from)) {
+      this.parts.push(chunk.subarray(from, nl));
+      const line = Buffer.concat(this.parts).toString('utf8');
+      this.parts = [];
+      this.partsBytes = 0;
+      from = nl + 1;
+      this.onLine(line);
+    }
+    if (from < chunk.length) {
+      this.parts.push(chunk.subarray(from));
+      this.partsBytes += chunk.length - from;
+      if (this.partsBytes > this.maxLineBytes) this.overflow();
+    }
+  }
+
+  /** An answer beyond the limit: the call fails, the interpreter (still writing it) is replaced. */
+  private overflow(): void {
+    this.parts = [];
+    this.partsBytes = 0;
+    const p = this.pending;
+    this.pending = null;
+    this.kill();
+    if (!p) return;
+    p.cleanup();
+    p.resolve({
+      ok: false, pid: this.pid, log: '',
+      error: { type: 'ResultTooLarge', code: 'too_large', traceback: null, message: `the python call's result is larger than ${this.maxLineBytes} bytes of JSON (WORKER_MAX_RESULT_BYTES)` },
+    });
+  }
+
+  private onLine(line: string): void {
+    if (!line.trim()) return;
+    let msg: any;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (msg.ready) {
+      this.pid = msg.pid ?? this.pid;
+      this.isReady = true;
+      this.readyResolve();
+      return;
+    }
+    const p = this.pending;
+    if (!p || msg.id !== p.id) return;
+    this.pending = null;
+    p.cleanup();
+    if (msg.ok) p.resolve({ ok: true, result: msg.result as Json, log: msg.log ?? '', pid: this.pid! });
+    else {
+      if (msg.recycle) this.kill();
+      p.resolve({ ok: false, error: msg.error, log: msg.log ?? '', pid: this.pid });
     }
   }
 
@@ -168,8 +210,16 @@ class Interpreter {
     this.child.stdin!.write(`${JSON.stringify({ id, ...req })}\n`);
   }
 
+  /** Kills the interpreter and its process group (processes the user code started). */
   kill(): void {
     this.doomed = true;
+    if (this.child.pid !== undefined) {
+      try {
+        process.kill(-this.child.pid, 'SIGKILL');
+      } catch {
+        // the group is gone already
+      }
+    }
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
   }
 }
@@ -183,9 +233,11 @@ export class PythonPool {
   readonly size: number;
   private readonly maxCalls: number;
   private readonly python: string;
-  private readonly script = runnerPath();
+  private readonly script: string = runnerPath();
   private readonly env: NodeJS.ProcessEnv;
   private readonly startTimeoutMs: number;
+  private readonly maxResultBytes: number;
+  private readonly user: { uid: number; gid: number; home: string } | null = null;
   private readonly onStderr?: PythonPoolOptions['onStderr'];
   private all = new Set<Interpreter>();
   private idle: Interpreter[] = [];
@@ -200,6 +252,7 @@ export class PythonPool {
     this.maxCalls = Math.max(1, opts.maxCallsPerProcess ?? 200);
     this.python = opts.python ?? process.env.PLAYFLOW_PYTHON ?? 'python3';
     this.startTimeoutMs = opts.startTimeoutMs ?? 20_000;
+    this.maxResultBytes = opts.maxResultBytes ?? 64 * 1024 * 1024;
     this.onStderr = opts.onStderr;
     // User code must not see the worker's secrets (API token, broker URL with credentials): pass
     // only what an interpreter needs, proxies and CA bundles, and the names in WORKER_PYTHON_ENV.
@@ -210,6 +263,19 @@ export class PythonPool {
       if (extra.has(k) || /^(PATH|HOME|LANG|LC_.*|TZ|TMPDIR|VIRTUAL_ENV|PYENV_.*|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|(HTTPS?|NO|ALL)_PROXY|(https?|no|all)_proxy)$/.test(k) || k.startsWith('PYTHON')) env[k] = v;
     }
     this.env = { ...env, ...opts.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
+    if (opts.user) {
+      // A home of its own, and a copy of the runner it can read wherever the worker is installed.
+      const home = mkdtempSync(join(tmpdir(), 'playflow-python-'));
+      chmodSync(home, 0o700);
+      chownSync(home, opts.user.uid, opts.user.gid);
+      const dir = mkdtempSync(join(tmpdir(), 'playflow-runner-'));
+      chmodSync(dir, 0o755);
+      const script = join(dir, 'runner.py');
+      copyFileSync(this.script, script);
+      chmodSync(script, 0o644);
+      this.script = script;
+      this.user = { ...opts.user, home };
+    }
   }
 
   /** Spawns the warm interpreters and waits until they are ready. */
@@ -229,7 +295,7 @@ export class PythonPool {
   }
 
   private spawnOne(): Interpreter {
-    const it = new Interpreter(this.python, this.script, this.env, this.startTimeoutMs, (dead) => this.onExit(dead), this.onStderr);
+    const it = new Interpreter(this.python, this.script, this.env, this.startTimeoutMs, (dead) => this.onExit(dead), this.onStderr, this.maxResultBytes, this.user);
     this.all.add(it);
     it.ready.then(
       () => {
@@ -267,28 +333,12 @@ export class PythonPool {
       it.kill();
       return;
     }
-    if (it.retired) {
+    if (it.calls >= this.maxCalls) {
+      // Exactly maxCalls per interpreter: retire it now; fill() starts its replacement.
       this.all.delete(it);
       it.kill();
+      this.fill();
       return;
-    }
-    if (it.calls >= this.maxCalls && !it.retiring) {
-      // Recycle without a cold call: the interpreter keeps serving until its replacement is warm.
-      it.retiring = true;
-      const replacement = this.spawnOne();
-      replacement.ready.then(
-        () => {
-          it.retired = true;
-          if (!it.pending) {
-            this.idle = this.idle.filter((x) => x !== it);
-            this.all.delete(it);
-            it.kill();
-          }
-        },
-        () => {
-          it.retiring = false; // try again after its next call
-        },
-      );
     }
     const w = this.waiters.shift();
     if (w) w.take(it);

@@ -11,7 +11,8 @@ stderr, so neither input(), print(), os.write(1, ...) nor a child process can to
 stream. print() output of a call is captured (sys.stdout and sys.stderr) and returned as `log`.
 
 Two code shapes: a function `main(<params>)` (sync or async) called with parameters bound by name
-from args (a **kwargs parameter receives the rest), or a plain body that assigns `result`. Args
+from args (a **kwargs parameter receives the rest; a lone parameter `input_data` that no arg names
+receives all args as one dict, the reference's convention), or a plain body that assigns `result`. Args
 are also visible as globals (`args` and each key that is an identifier); libs are pre-imported
 under their names.
 """
@@ -23,6 +24,7 @@ import io
 import json
 import linecache
 import os
+import signal
 import sys
 import traceback
 
@@ -39,6 +41,11 @@ class CallError(Exception):
 
 def _bind(fn, args):
     sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if len(params) == 1 and params[0].name == "input_data" and "input_data" not in args \
+            and params[0].default is params[0].empty and params[0].kind != params[0].KEYWORD_ONLY:
+        # Reference convention (deprecated): main(input_data) receives every arg as one dict.
+        return [dict(args)], {}
     pos, kw = [], {}
     used = set()
     var_kw = False
@@ -99,6 +106,31 @@ def _safe_ints(v):
     return v
 
 
+# An integer beyond the safe range has at least 16 digits (2**53 has 16), so a JSON text without
+# 16 digits in a row has none: the walk above (a copy of the whole value in python) is needed only
+# then. Digits in strings, floats or 16-digit safe integers set it off too; the walk's answer is
+# right either way, it only costs what it cost on every call before.
+_DIGIT = bytes(1 if 48 <= c <= 57 else 0 for c in range(256))
+_LONG_RUN = b"\x01" * 16
+# Large texts are checked and written in pieces of this size: no second copy of the whole answer.
+CHUNK = 1 << 18
+
+
+def _has_long_digit_run(text):
+    for i in range(0, len(text), CHUNK):
+        if _LONG_RUN in text[i:i + CHUNK + 15].encode("ascii").translate(_DIGIT):
+            return True
+    return False
+
+
+def _result_json(result):
+    """The result as JSON text (ASCII: json.dumps escapes the rest); big integers as strings."""
+    text = json.dumps(result, allow_nan=False)
+    if _has_long_digit_run(text):
+        text = json.dumps(_safe_ints(result), allow_nan=False)
+    return text
+
+
 def _traceback(exc):
     te = traceback.TracebackException.from_exception(exc)
     frames = [f for f in te.stack if os.path.abspath(f.filename) != RUNNER_FILE]
@@ -133,9 +165,33 @@ def _run(req):
     return g.get("result")
 
 
+def _die_with_worker():
+    """The worker may die without closing our pipe in time (SIGKILL while a call runs): the kernel
+    signals us when it goes (PR_SET_PDEATHSIG), and we take our process group — whatever the user
+    code started — with us. The worker starts us in a group of our own."""
+    def _end(signum, frame):
+        try:
+            os.killpg(0, signal.SIGKILL)
+        finally:
+            os._exit(1)
+
+    signal.signal(signal.SIGTERM, _end)
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        _end(signal.SIGTERM, None)
+
+
 def main():
+    _die_with_worker()
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    proto_out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -144,7 +200,7 @@ def main():
     sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1)
 
     def send(obj):
-        proto_out.write(json.dumps(obj, allow_nan=False) + "\n")
+        proto_out.write(json.dumps(obj, allow_nan=False).encode("ascii") + b"\n")
         proto_out.flush()
 
     send({"ready": True, "pid": os.getpid(), "python": sys.version.split()[0]})
@@ -170,10 +226,9 @@ def main():
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 result = _run(req)
             try:
-                text = json.dumps(_safe_ints(result), allow_nan=False)
+                outcome = _result_json(result)
             except (TypeError, ValueError) as e:
                 raise CallError("not_serialisable", "result is not JSON-serialisable: %s" % e)
-            outcome = '{"id": %s, "ok": true, "result": %s' % (json.dumps(rid), text)
         except CallError as e:
             outcome = {"type": "CallError", "message": str(e), "code": e.code, "traceback": None}
         except SystemExit as e:
@@ -191,7 +246,11 @@ def main():
         if len(log) > MAX_LOG:
             log = log[:MAX_LOG] + "\n[log truncated at %d characters]" % MAX_LOG
         if isinstance(outcome, str):
-            proto_out.write(outcome + ', "log": ' + json.dumps(log) + "}\n")
+            # The result text goes out as it is, piece by piece: no line is assembled around it.
+            proto_out.write(('{"id": %s, "ok": true, "result": ' % json.dumps(rid)).encode("ascii"))
+            for i in range(0, len(outcome), CHUNK):
+                proto_out.write(outcome[i:i + CHUNK].encode("ascii"))
+            proto_out.write((', "log": %s}\n' % json.dumps(log)).encode("ascii"))
             proto_out.flush()
         else:
             send({"id": rid, "ok": False, "error": outcome, "log": log, "recycle": recycle})

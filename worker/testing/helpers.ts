@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JsonObject } from '../../playbook/types.js';
-import { silentLogger, type AuthData, type ResolveAuth, type ToolContext } from '../tools/types.js';
+import { type AuthData, type ResolveAuth, type ToolContext } from '../tools/types.js';
+import { silentLogger } from '../../common/logger.js';
 
 export function makeCtx(over: Partial<ToolContext> = {}): ToolContext {
   return {

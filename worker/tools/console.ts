@@ -6,6 +6,6 @@ import { ok, type ToolContext, type ToolOutcome } from './types.js';
 
 export async function runConsole(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
   const message = str(required(tool, ctx, 'message', 'console.print'))!;
-  ctx.logger.info(message, { execution_id: ctx.execution_id, step: ctx.step, source: 'console.print' });
+  ctx.logger.info({ execution_id: ctx.execution_id, step: ctx.step, source: 'console.print' }, message);
   return ok({ message }, `${message}\n`);
 }

@@ -2,7 +2,7 @@
  * `duckdb` tool (@duckdb/node-api). Fields: database (file path, or `:memory:` — the default),
  * query (`command`/`sql` also read; several statements allowed), args (a positional array bound
  * to `?`/`$1…`, or an object bound by name to `$name`), timeout (seconds, optional: the query is
- * interrupted).
+ * interrupted), or the table sink: `table` with `args`/`data` rows, `mode: insert | upsert`, `key`.
  *
  * `:memory:` gives each call its own fresh database (nothing leaks between executions); a file
  * database is opened once per worker process (DuckDB's instance cache) and a connection is made
@@ -16,6 +16,7 @@ import { DuckDBInstance, DuckDBTypeId, StatementType, type DuckDBConnection, typ
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { decimalToJson, isObject, toJson } from './json.js';
 import { timeoutMs } from './http.js';
+import { tableWriteOf, tableWriteSql } from './sql.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
 
 function toDuck(v: Json): DuckDBValue {
@@ -71,8 +72,21 @@ async function runAll(conn: DuckDBConnection, sql: string, args: Json | undefine
 }
 
 export async function runDuckdb(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
-  const sql = tool.query ?? tool.command ?? tool.sql;
-  if (typeof sql !== 'string' || !sql.trim()) throw new ToolConfigError('duckdb tool needs query (SQL text)');
+  let sql = tool.query ?? tool.command ?? tool.sql;
+  let args: Json | undefined = tool.args ?? tool.params;
+  let write: ReturnType<typeof tableWriteOf>;
+  try {
+    write = tableWriteOf(tool, 'duckdb');
+  } catch (err) {
+    throw new ToolConfigError((err as Error).message);
+  }
+  if (write) {
+    // the table sink: one generated statement, values bound positionally ($1..$n)
+    const generated = tableWriteSql(write, false);
+    sql = generated.text;
+    args = generated.values as Json[];
+  }
+  if (typeof sql !== 'string' || !sql.trim()) throw new ToolConfigError('duckdb tool needs query (SQL text), or table with args for a table write');
   const database = tool.database ?? ':memory:';
   if (typeof database !== 'string' || !database) throw new ToolConfigError('duckdb database must be a path or :memory:');
   const memory = database === ':memory:';
@@ -89,7 +103,7 @@ export async function runDuckdb(tool: Tool, ctx: ToolContext): Promise<ToolOutco
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   const timer = limit ? setTimeout(() => { timedOut = true; conn.interrupt(); }, limit) : undefined;
   try {
-    const results = await runAll(conn, sql, tool.args ?? tool.params);
+    const results = await runAll(conn, sql, args);
     return ok(results.length === 1 ? results[0] : results);
   } catch (err) {
     if (err instanceof ToolConfigError) throw err;

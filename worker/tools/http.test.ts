@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runTool } from './index.js';
+import { configureHttp } from './http.js';
 import { credentialTable, json, makeCtx, startHttpServer, startHttpsServer, type LocalServer } from '../testing/helpers.js';
 
 let srv: LocalServer;
@@ -146,5 +147,45 @@ describe('http tool', () => {
   it('bad config is an error outcome, not a throw', async () => {
     expect((await runTool({ kind: 'http' }, makeCtx())).error?.code).toBe('bad_config');
     expect((await runTool({ kind: 'http', endpoint: 'x', method: 'GET' }, makeCtx())).error?.code).toBe('bad_config');
+  });
+
+  it('refuses the worker\'s own server (credential endpoint included, also through a redirect) and metadata addresses, unless allowed', async () => {
+    // a local server stands in for the Playflow server the worker talks to
+    const server = await startHttpServer((req, res) => json(res, 200, { name: 'db', data: { password: 'hunter2' } }));
+    const bounce = await startHttpServer((req, res) => { res.writeHead(302, { location: `${server.url}/api/credential/db` }); res.end(); });
+    try {
+      configureHttp({ serverUrl: server.url });
+      const direct = await runTool({ kind: 'http', endpoint: `${server.url}/api/credential/db?token=abc` }, makeCtx());
+      expect(direct.error).toMatchObject({ code: 'forbidden_target' });
+      expect(JSON.stringify(direct)).not.toContain('hunter2');
+      expect(direct.error!.message).not.toContain('token=abc');
+      const byName = await runTool({ kind: 'http', endpoint: server.url.replace('127.0.0.1', 'localhost') + '/api/credential/db' }, makeCtx());
+      expect(byName.error).toMatchObject({ code: 'forbidden_target' });
+      const redirected = await runTool({ kind: 'http', endpoint: `${bounce.url}/go` }, makeCtx());
+      expect(redirected.error).toMatchObject({ code: 'forbidden_target' });
+      const meta = await runTool({ kind: 'http', endpoint: 'http://169.254.169.254/latest/meta-data/', timeout: 5 }, makeCtx());
+      expect(meta.error).toMatchObject({ code: 'forbidden_target' });
+      // other local services stay reachable
+      expect((await runTool({ kind: 'http', endpoint: `${srv.url}/echo` }, makeCtx())).error).toBeUndefined();
+      configureHttp({ allow: [new URL(server.url).host] });
+      expect((await runTool({ kind: 'http', endpoint: `${server.url}/api/credential/db` }, makeCtx())).error).toBeUndefined();
+    } finally {
+      configureHttp({ serverUrl: null, allow: [] });
+      await server.close();
+      await bounce.close();
+    }
+  });
+
+  it('a response larger than the limit fails too_large', async () => {
+    const big = await startHttpServer((req, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end('x'.repeat(300_000)); });
+    try {
+      configureHttp({ maxResponseBytes: 100_000 });
+      const r = await runTool({ kind: 'http', endpoint: `${big.url}/big` }, makeCtx());
+      expect(r.error).toMatchObject({ code: 'too_large' });
+      expect(r.error!.message).toContain('WORKER_MAX_RESULT_BYTES');
+    } finally {
+      configureHttp({ maxResponseBytes: 64 * 1024 * 1024 });
+      await big.close();
+    }
   });
 });

@@ -20,22 +20,80 @@
  * connection/TLS/DNS failure `code: 'network'` (no status).
  */
 import { randomUUID } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import { BlockList, isIP } from 'node:net';
+import { Agent, buildConnector, interceptors, request, type Dispatcher } from 'undici';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { isObject, str } from './json.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
+import { redactUrl, redactUrlsIn } from '../../common/redact-url.js';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
 export const DEFAULT_HTTP_TIMEOUT_S = 30;
 
 const MAX_REDIRECTS = 10;
+/** Largest response body read (WORKER_MAX_RESULT_BYTES): a bigger answer fails `too_large` instead of filling the worker's memory. */
+let maxResponseBytes = 64 * 1024 * 1024;
+
+export function configureHttp(o: { maxResponseBytes?: number; serverUrl?: string | null; allow?: string[] }): void {
+  if (o.maxResponseBytes !== undefined) maxResponseBytes = o.maxResponseBytes;
+  if (o.serverUrl !== undefined) {
+    const u = o.serverUrl ? new URL(o.serverUrl) : null;
+    ownServer = u ? { host: u.hostname.replace(/^\[|\]$/g, '').toLowerCase(), port: Number(u.port || (u.protocol === 'https:' ? 443 : 80)) } : null;
+  }
+  if (o.allow !== undefined) allowed = new Set(o.allow.map((x) => x.trim().toLowerCase()).filter(Boolean));
+}
+
+/**
+ * Targets the http tool refuses (SSRF): the worker's own server (a step must not reach the API
+ * with whatever access the network gives it) and link-local / cloud metadata addresses, unless
+ * named in WORKER_HTTP_ALLOW (`host` or `host:port`). Checked when a connection opens — after
+ * DNS, and for every redirect.
+ */
+let ownServer: { host: string; port: number } | null = null;
+let allowed = new Set<string>();
+const metadata = new BlockList();
+metadata.addSubnet('169.254.0.0', 16, 'ipv4');
+metadata.addSubnet('fe80::', 10, 'ipv6');
+metadata.addAddress('fd00:ec2::254', 'ipv6');
+metadata.addAddress('100.100.100.200', 'ipv4'); // Alibaba Cloud metadata
+
+class ForbiddenTarget extends Error {
+  readonly code = 'forbidden_target';
+}
+
+async function checkTarget(hostname: string, port: number): Promise<void> {
+  const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (allowed.has(host) || allowed.has(`${host}:${port}`)) return;
+  const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
+  for (const a of addresses) {
+    const family = isIP(a) === 6 ? 'ipv6' : 'ipv4';
+    if (metadata.check(a, family)) throw new ForbiddenTarget(`the http tool may not reach ${host} (${a}): link-local / metadata address (WORKER_HTTP_ALLOW to permit)`);
+  }
+  if (ownServer && port === ownServer.port) {
+    const own = isIP(ownServer.host) ? [ownServer.host] : (await lookup(ownServer.host, { all: true }).catch(() => [])).map((a) => a.address);
+    const loopback = (a: string) => a === '::1' || a.startsWith('127.');
+    if (host === ownServer.host || addresses.some((a) => own.includes(a) || (loopback(a) && own.some(loopback)))) {
+      throw new ForbiddenTarget(`the http tool may not reach the worker's own server ${host}:${port} (WORKER_HTTP_ALLOW to permit)`);
+    }
+  }
+}
+
+/** undici's connector behind checkTarget. */
+function guardedConnector(tls?: { rejectUnauthorized?: boolean; ca?: Buffer }): buildConnector.connector {
+  const base = buildConnector({ ...(tls ?? {}) });
+  return (opts, cb) => {
+    const port = Number(opts.port || (opts.protocol === 'https:' ? 443 : 80));
+    checkTarget(opts.hostname, port).then(() => base(opts, cb), (err: Error) => cb(err, null));
+  };
+}
 const agentOptions = { keepAliveTimeout: 10_000, connections: 64 };
 
 /** An agent and its redirect-following twin (requests follows redirects by default). */
 function pair(connect?: { rejectUnauthorized?: boolean; ca?: Buffer }) {
-  const direct = new Agent({ ...agentOptions, ...(connect ? { connect } : {}) });
+  const direct = new Agent({ ...agentOptions, connect: guardedConnector(connect) });
   return { direct, follow: direct.compose(interceptors.redirect({ maxRedirections: MAX_REDIRECTS })) };
 }
 
@@ -106,7 +164,7 @@ function isJsonType(ct: string | undefined): boolean {
 }
 
 class HttpCallError extends Error {
-  constructor(message: string, readonly code: 'timeout' | 'network' | 'cancelled') {
+  constructor(message: string, readonly code: 'timeout' | 'network' | 'cancelled' | 'too_large' | 'forbidden_target') {
     super(message);
   }
 }
@@ -132,15 +190,19 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
     if (call.method === 'HEAD') {
       await res.body.dump();
       raw = Buffer.alloc(0);
-    } else raw = Buffer.from(await res.body.arrayBuffer());
+    } else raw = await readLimited(res, call);
   } catch (err) {
+    if (err instanceof HttpCallError) throw err;
+    const forbidden = [err, (err as { cause?: unknown }).cause].find((e) => e instanceof ForbiddenTarget) as ForbiddenTarget | undefined;
+    if (forbidden) throw new HttpCallError(forbidden.message, 'forbidden_target');
     if (timeout.aborted) throw new HttpCallError(`request timed out after ${call.timeoutMs / 1000}s`, 'timeout');
     if (call.signal.aborted) throw new HttpCallError('request cancelled', 'cancelled');
     const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
     if (e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT') throw new HttpCallError(`request timed out after ${call.timeoutMs / 1000}s`, 'timeout');
-    const detail = e.cause?.message ?? e.message;
+    // undici and fetch put the URL into some messages ("cannot be constructed from a URL that includes credentials").
+    const detail = redactUrlsIn(e.cause?.message ?? e.message);
     const code = e.cause?.code ?? e.code;
-    throw new HttpCallError(`${call.method} ${call.url} failed: ${detail}${code && !detail.includes(code) ? ` (${code})` : ''}`, 'network');
+    throw new HttpCallError(`${call.method} ${redactUrl(call.url)} failed: ${detail}${code && !detail.includes(code) ? ` (${code})` : ''}`, 'network');
   }
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
@@ -164,6 +226,26 @@ export async function httpCall(call: HttpCall): Promise<HttpResult> {
   return { status: res.statusCode, headers, data, ...(encoding ? { encoding } : {}) };
 }
 
+async function readLimited(res: Dispatcher.ResponseData, call: HttpCall): Promise<Buffer> {
+  const tooLarge = () => new HttpCallError(`the response of ${call.method} ${redactUrl(call.url)} is larger than ${maxResponseBytes} bytes (WORKER_MAX_RESULT_BYTES)`, 'too_large');
+  const declared = Number(res.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxResponseBytes) {
+    res.body.destroy();
+    throw tooLarge();
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > maxResponseBytes) {
+      res.body.destroy();
+      throw tooLarge();
+    }
+    parts.push(chunk as Buffer);
+  }
+  return Buffer.concat(parts, size);
+}
+
 /** Text we can return as a string; anything else (images, archives, octet-stream) travels as base64. */
 function isTextType(ct: string | undefined): boolean {
   if (!ct) return true;
@@ -177,24 +259,15 @@ export async function httpOutcome(call: HttpCall): Promise<ToolOutcome> {
   try {
     const r = await httpCall(call);
     if (r.status >= 200 && r.status < 300) return ok({ id, status: r.status, data: r.data, headers: r.headers, ...(r.encoding ? { encoding: r.encoding } : {}) });
-    return fail(`HTTP ${r.status} from ${call.method} ${stripCredentials(call.url)}`, { status: r.status, code: 'http_error', data: r.data });
+    return fail(`HTTP ${r.status} from ${call.method} ${redactUrl(call.url)}`, { status: r.status, code: 'http_error', data: r.data });
   } catch (err) {
     if (err instanceof HttpCallError) return fail(err.message, { code: err.code });
     throw err;
   }
 }
 
-function stripCredentials(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = '';
-    u.password = '';
-    u.search = '';
-    return u.toString();
-  } catch {
-    return url;
-  }
-}
+/** A URL for errors and logs (common/redact-url.ts: userinfo, query values and fragment masked). */
+export { redactUrl };
 
 export function timeoutMs(v: Json | undefined, defSeconds: number): number {
   if (v === undefined || v === null || v === '') return defSeconds * 1000;
@@ -215,6 +288,22 @@ function headerMap(h: Json | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) if (v !== null && v !== undefined) out[k] = str(v)!;
   return out;
+}
+
+/**
+ * requests semantics: credentials in the URL (`https://user:pass@host/`) are sent as Basic auth
+ * unless an Authorization header is set already (an `auth` block wins). The URL goes on without
+ * them, so no later message can show them.
+ */
+function userinfoToBasic(url: string, headers: Record<string, string>): string {
+  const u = new URL(url);
+  if (!u.username && !u.password) return url;
+  if (!hasHeader(headers, 'authorization')) {
+    headers.Authorization = `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}`;
+  }
+  u.username = '';
+  u.password = '';
+  return u.toString();
 }
 
 function hasHeader(h: Record<string, string>, name: string): boolean {
@@ -259,7 +348,7 @@ export async function runHttp(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
   try {
     new URL(url);
   } catch {
-    throw new ToolConfigError(`http endpoint is not an absolute URL: ${url}`);
+    throw new ToolConfigError(`http endpoint is not an absolute URL: ${redactUrl(url)}`);
   }
   if (tool.params !== undefined && tool.params !== null && !isObject(tool.params)) throw new ToolConfigError('params must be an object');
   const params: JsonObject = { ...((tool.params as JsonObject | undefined) ?? {}) };
@@ -291,7 +380,7 @@ export async function runHttp(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
   await applyAuth(tool, ctx, headers, params);
   return httpOutcome({
     method,
-    url,
+    url: userinfoToBasic(url, headers),
     params,
     headers,
     body,

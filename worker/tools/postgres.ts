@@ -1,7 +1,9 @@
 /**
  * `postgres` tool (pg). Fields: command (`query`, legacy `statement`/`sql` also read), args
  * (legacy `params`), auth, legacy `connection` (a postgres:// URL or an auth reference), legacy
- * `operation` (query | execute | insert | update | delete; a `db.` prefix is accepted).
+ * `operation` (query | execute | insert | update | delete; a `db.` prefix is accepted), and the
+ * table sink: `table` with `args` (or `data`) as one row object or a list of rows, `mode: insert |
+ * upsert` with `key`, written as one generated, parameterised statement (sql.ts).
  *
  * Bind parameters: `args` is a positional array bound to $1..$n, or an object whose values are
  * bound in insertion order to $1..$n (names are documentation only). With several statements and
@@ -23,7 +25,8 @@ import pg from 'pg';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { bigintToJson, decimalToJson, isObject, str, toJson } from './json.js';
-import { maxPlaceholder, quoteIdent, splitStatements } from './sql.js';
+import { withScript } from './script.js';
+import { maxPlaceholder, quoteIdent, splitStatements, tableWriteOf, tableWriteSql } from './sql.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
 
 export interface PostgresSettings {
@@ -181,11 +184,25 @@ function planLegacy(op: string, tool: Tool): Plan {
   return { statements: [{ text: `UPDATE ${t} SET ${sets.join(', ')} WHERE ${where} RETURNING *`, values }] };
 }
 
+/** The table sink (`table` + `args`/`data`, `mode`, `key`) as one parameterised statement. */
+function tableWrite(tool: Tool): { text: string; values: unknown[] } | undefined {
+  try {
+    const w = tableWriteOf(tool, 'postgres');
+    if (!w) return undefined;
+    const { text, values } = tableWriteSql(w, true);
+    return { text, values: bindValues(values as Json[]) };
+  } catch (err) {
+    throw new ToolConfigError((err as Error).message);
+  }
+}
+
 function plan(tool: Tool): Plan {
   const op = typeof tool.operation === 'string' ? tool.operation.replace(/^db\./i, '').toLowerCase() : undefined;
   if (op === 'insert' || op === 'update' || op === 'delete') return planLegacy(op, tool);
+  const write = tableWrite(tool);
+  if (write) return { statements: [write] };
   const sql = tool.command ?? tool.query ?? tool.statement ?? tool.sql;
-  if (typeof sql !== 'string' || !sql.trim()) throw new ToolConfigError('postgres tool needs command (SQL text)');
+  if (typeof sql !== 'string' || !sql.trim()) throw new ToolConfigError('postgres tool needs command (SQL text), or table with args for a table write');
   const args = bindValues(tool.args ?? tool.params);
   const parts = splitStatements(sql);
   if (parts.length === 0) throw new ToolConfigError('postgres command has no statement');
@@ -195,7 +212,8 @@ function plan(tool: Tool): Plan {
   };
 }
 
-export async function runPostgres(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
+export async function runPostgres(given: Tool, ctx: ToolContext): Promise<ToolOutcome> {
+  const tool = await withScript(given, 'command', ctx);
   const p = plan(tool);
   const pool = poolFor(await resolveConnection(tool, ctx));
   let client: pg.PoolClient;

@@ -33,6 +33,24 @@ describe('python tool', () => {
     expect(out.response).toEqual({ big: '18446744073709551616', small: 9007199254740991, list: ['-1152921504606846976', 1, true] });
   });
 
+  it('a large result is whole; a big integer anywhere in it is a string, digit strings and safe integers stay as they are', async () => {
+    // The runner scans the JSON text for 16 digits in a row in 256 KiB pieces: here the only such
+    // run straddles the end of the first piece.
+    const out = await py('pad = "x" * (262144 - 10)\nresult = [pad, 2**60, 2**40, {"__proto__": 1}, ["y" * 1000] * 2000]');
+    expect(out.error).toBeUndefined();
+    const r = out.response as unknown[];
+    expect(r.slice(0, 4)).toEqual(['x'.repeat(262144 - 10), '1152921504606846976', 2 ** 40, JSON.parse('{"__proto__": 1}')]);
+    expect(Object.getPrototypeOf(r[3])).toBe(Object.prototype);
+    expect(r[4]).toEqual(Array.from({ length: 2000 }, () => 'y'.repeat(1000)));
+    const digits = await py('result = {"id": "12345678901234567890", "n": 12345678901234567, "f": 1.5e300, "safe": 2**53 - 1, "small": -(2**53 - 1)}');
+    expect(digits.response).toEqual({ id: '12345678901234567890', n: '12345678901234567', f: 1.5e300, safe: 9007199254740991, small: -9007199254740991 });
+  });
+
+  it('a result that refers to itself is not_serialisable', async () => {
+    const out = await py('result = {"a": 1}\nresult["self"] = result');
+    expect(out.error?.code).toBe('not_serialisable');
+  });
+
   it('async def main', async () => {
     const out = await py('import asyncio\nasync def main(n):\n    await asyncio.sleep(0.01)\n    return n * 2', { args: { n: 21 } });
     expect(out.response).toBe(42);
@@ -123,5 +141,15 @@ describe('python tool', () => {
   it('concurrent calls beyond the pool size queue and all complete', async () => {
     const outs = await Promise.all(Array.from({ length: 6 }, (_, i) => py('import time\ndef main(i):\n    time.sleep(0.05)\n    return i', { args: { i } })));
     expect(outs.map((o) => o.response)).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it.each([
+    ['main(input_data) with no such arg receives all args as one dict (reference convention)', 'def main(input_data):\n    return sorted(input_data.items())', { args: { b: 2 } }, { a: 1 }, [['a', 1], ['b', 2]]],
+    ['an arg named input_data is passed as itself', 'def main(input_data):\n    return input_data', { args: { input_data: 5 } }, {}, 5],
+    ['async def main(input_data) too', 'async def main(input_data):\n    return input_data["a"]', {}, { a: 3 }, 3],
+  ])('%s', async (_n, code, extra, ctxArgs, want) => {
+    const out = await py(code, extra, ctxArgs);
+    expect(out.error).toBeUndefined();
+    expect(out.response).toEqual(want);
   });
 });

@@ -12,6 +12,7 @@ import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { PythonPool, type PythonPoolOptions } from '../python/pool.js';
 import { isObject } from './json.js';
 import { timeoutMs } from './http.js';
+import { withScript } from './script.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
 
 export const DEFAULT_PYTHON_TIMEOUT_S = 300;
@@ -58,8 +59,9 @@ function libsOf(v: Json | undefined): Record<string, string> {
   return out;
 }
 
-export async function runPython(tool: Tool, ctx: ToolContext): Promise<ToolOutcome> {
-  const code = tool.code ?? tool.script;
+export async function runPython(given: Tool, ctx: ToolContext): Promise<ToolOutcome> {
+  const tool = await withScript(given, 'code', ctx);
+  const code = tool.code;
   if (typeof code !== 'string' || !code.trim()) throw new ToolConfigError('python tool needs code');
   for (const f of ['args', 'with'] as const) {
     if (tool[f] !== undefined && tool[f] !== null && !isObject(tool[f])) throw new ToolConfigError(`python ${f} must be an object`);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createHarness, type SecretsHarness } from '../../server/secrets/test-helpers.js';
+import { createHarness, type SecretsHarness } from '../../test/helpers/secrets.js';
 import { PlayflowClient } from '../../client/http.js';
 import { SecretsClient } from '../../client/secrets.js';
 import { makeCtx } from '../testing/helpers.js';

@@ -69,7 +69,7 @@ export function createSecretTool(opts: SecretToolOptions): ToolRunner {
       execution_id: executionId,
       ...(typeof tool.ttl_seconds === 'number' ? { ttl_seconds: tool.ttl_seconds } : {}),
     });
-    ctx.logger.info('secret stored in keychain', { keychain: keychainName, provider, fields: Object.keys(data) });
+    ctx.logger.info({ keychain: keychainName, provider, fields: Object.keys(data) }, 'secret stored in keychain');
     return ok({
       status: 'stored',
       keychain_name: keychainName,

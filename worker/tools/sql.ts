@@ -98,3 +98,58 @@ export function quoteIdent(name: string): string {
     })
     .join('.');
 }
+
+/** The table sink of postgres and duckdb: rows written to `table` with generated SQL. */
+export interface TableWrite {
+  table: string;
+  rows: Array<Record<string, unknown>>;
+  mode: 'insert' | 'upsert';
+  key: string[];
+}
+
+const isRow = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Reads `{table, args | data, mode, key}` of a tool; undefined when the tool has no `table` or
+ * also gives SQL text. Throws Error with a message naming the field for anything malformed.
+ */
+export function tableWriteOf(tool: Record<string, unknown>, kind: string): TableWrite | undefined {
+  if (tool.table === undefined || tool.command !== undefined || tool.query !== undefined) return undefined;
+  if (typeof tool.table !== 'string' || !tool.table.trim()) throw new Error(`${kind} table sink: table must be a table name`);
+  if (tool.args !== undefined && tool.data !== undefined) throw new Error(`${kind} table sink: give the rows in args or in data, not both`);
+  const given = tool.args ?? tool.data;
+  const rows = Array.isArray(given) ? given : given === undefined || given === null ? [] : [given];
+  if (rows.length === 0) throw new Error(`${kind} table sink: args (or data) must be a row object or a non-empty list of row objects`);
+  rows.forEach((r, i) => {
+    if (!isRow(r) || Object.keys(r).length === 0) throw new Error(`${kind} table sink: row ${i} of args must be an object of column values, got ${JSON.stringify(r)?.slice(0, 80)}`);
+  });
+  const mode = tool.mode ?? 'insert';
+  if (mode !== 'insert' && mode !== 'upsert') throw new Error(`${kind} table sink: mode must be insert or upsert, got ${JSON.stringify(mode)}`);
+  const key = tool.key === undefined || tool.key === null ? [] : Array.isArray(tool.key) ? tool.key : [tool.key];
+  if (!key.every((k) => typeof k === 'string' && k)) throw new Error(`${kind} table sink: key must be a column name or a list of column names`);
+  if (mode === 'upsert' && key.length === 0) throw new Error(`${kind} table sink: mode upsert needs key (the column(s) of a unique constraint)`);
+  return { table: tool.table, rows: rows as Array<Record<string, unknown>>, mode, key: key as string[] };
+}
+
+/**
+ * One parameterised INSERT for every row (columns: the union of the rows' keys, missing ones
+ * NULL); upsert adds ON CONFLICT (key) DO UPDATE of the other columns. Identifiers are quoted,
+ * values are bound as `$1..$n`, never written into the text.
+ */
+export function tableWriteSql(w: TableWrite, returning: boolean): { text: string; values: unknown[] } {
+  const cols = [...new Set(w.rows.flatMap((r) => Object.keys(r)))];
+  for (const k of w.key) if (!cols.includes(k)) throw new Error(`table sink: key column '${k}' is not in the rows (columns: ${cols.join(', ')})`);
+  const values: unknown[] = [];
+  const tuples = w.rows.map((r) => `(${cols.map((c) => {
+    values.push(r[c] === undefined ? null : r[c]);
+    return `$${values.length}`;
+  }).join(', ')})`);
+  let text = `INSERT INTO ${quoteIdent(w.table)} (${cols.map(quoteIdent).join(', ')}) VALUES ${tuples.join(', ')}`;
+  if (w.mode === 'upsert') {
+    const rest = cols.filter((c) => !w.key.includes(c));
+    const conflict = `ON CONFLICT (${w.key.map(quoteIdent).join(', ')})`;
+    text += rest.length ? ` ${conflict} DO UPDATE SET ${rest.map((c) => `${quoteIdent(c)} = EXCLUDED.${quoteIdent(c)}`).join(', ')}` : ` ${conflict} DO NOTHING`;
+  }
+  if (returning) text += ' RETURNING *';
+  return { text, values };
+}

@@ -5,6 +5,7 @@
  * bug or a worker-side fault and the runtime treats it as such.
  */
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
+import { type Logger } from '../../common/logger.js';
 
 export type { Json, JsonObject, Tool };
 
@@ -31,13 +32,6 @@ export type AuthData = JsonObject;
  */
 export type ResolveAuth = (auth: Json) => Promise<AuthData>;
 
-export interface ToolLogger {
-  debug(msg: string, fields?: object): void;
-  info(msg: string, fields?: object): void;
-  warn(msg: string, fields?: object): void;
-  error(msg: string, fields?: object): void;
-}
-
 export interface ToolContext {
   /** The step's rendered args (ClaimedCommand.args). */
   args: JsonObject;
@@ -50,7 +44,7 @@ export interface ToolContext {
   template?: JsonObject;
   /** Aborted when the worker shuts down past its grace period or the call is cancelled. */
   signal: AbortSignal;
-  logger: ToolLogger;
+  logger: Logger;
   /** Nesting depth of workbook → tool calls (guards against a task calling itself). */
   depth?: number;
   /** Finishes a tool config rendered late (a workbook task): secret references such as
@@ -62,7 +56,6 @@ export interface ToolContext {
 
 export type ToolRunner = (tool: Tool, ctx: ToolContext) => Promise<ToolOutcome>;
 
-export const silentLogger: ToolLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export function fail(message: string, extra: Omit<ToolErrorBody, 'message'> = {}, log?: string): ToolOutcome {
   const error: ToolErrorBody = { message, ...extra };
