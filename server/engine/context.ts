@@ -66,24 +66,69 @@ export function baseContext(state: EngineState, playbook: Playbook, externalVars
   return { full, varNames: new Set(Object.keys(vars)) };
 }
 
-/** A step completed: its result view becomes visible by name (unless a var has that name). */
-export function patchStepResult(base: BaseContext, step: string, result: Json): void {
-  if (DENIED.has(step)) return;
+/** Names baseContext sets before the overlays; a patch of one of them may not match a fresh build. */
+const BUILT_IN = new Set(['workload', 'vars', 'results', 'payload', 'execution_id', 'keychain']);
+
+/**
+ * A step completed: its result view becomes visible by name (unless a var has that name).
+ * Returns false when the patched base may differ from a fresh build (a step named as a built-in).
+ */
+export function patchStepResult(base: BaseContext, step: string, result: Json): boolean {
+  if (DENIED.has(step)) return true;
   const view = resultView(result);
   // the base belongs to one decision and contexts built from it are used synchronously: patch in place
   (base.full.results as Record<string, unknown>)[step] = view;
   if (!base.varNames.has(step)) base.full[step] = view;
+  return !BUILT_IN.has(step);
 }
 
-/** Variables were set: they outrank everything but the iterator. */
-export function patchVars(base: BaseContext, vars: JsonObject, externalVars: JsonObject | undefined): void {
+/** Variables were set: they outrank everything but the iterator. Returns false as patchStepResult. */
+export function patchVars(base: BaseContext, vars: JsonObject, externalVars: JsonObject | undefined): boolean {
   const merged = externalVars ? { ...vars, ...externalVars } : vars;
   base.full.vars = merged;
+  let clean = true;
   for (const k of Object.keys(merged)) {
     if (DENIED.has(k)) continue;
     base.full[k] = merged[k];
     base.varNames.add(k);
+    if (BUILT_IN.has(k)) clean = false;
   }
+  return clean;
+}
+
+interface KeptBase {
+  base: BaseContext;
+  vars: JsonObject;
+  externalVars: string;
+  playbook: Playbook;
+  payload: JsonObject;
+  executionId: string;
+}
+
+/**
+ * Base contexts handed from one decision to the next, keyed by the `steps` map of the state the
+ * decision ended with. Building a base is O(steps) (every step's result view), which made each
+ * step of a long execution slower than the last; a decision patches the base it took as its
+ * events complete steps and set vars, so the base it ends with is the one a fresh build would give
+ * for its final state. Taking one removes it: a base is patched in place by one decision only.
+ */
+const kept = new WeakMap<object, KeptBase>();
+
+/** After a decision: its base, patched to the final `state`, for the next decision on that state. */
+export function keepBase(base: BaseContext, state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): void {
+  kept.set(state.steps, {
+    base, vars: state.vars, externalVars: JSON.stringify(externalVars ?? null), playbook, payload: state.payload, executionId: state.execution_id,
+  });
+}
+
+/** The base a previous decision ended with on this state, when everything it was built from is the same. */
+export function takeBase(state: EngineState, playbook: Playbook, externalVars: JsonObject | undefined): BaseContext | undefined {
+  const k = kept.get(state.steps);
+  if (!k) return undefined;
+  kept.delete(state.steps);
+  const same = k.vars === state.vars && k.playbook === playbook && k.payload === state.payload && k.executionId === state.execution_id &&
+    k.externalVars === JSON.stringify(externalVars ?? null);
+  return same ? k.base : undefined;
 }
 
 const workloads = new WeakMap<object, { payload: JsonObject; workload: JsonObject }>();
@@ -140,7 +185,8 @@ export function stepContext(base: BaseContext, state: EngineState, extras: Conte
   };
   if (run) for (const k of Object.keys(run.acc)) put(k, run.acc[k]);
   put('args', run?.args ?? {});
-  put('ctx', run?.ctx ?? {});
+  // collect accumulators are also readable as ctx.<into> (set values win on a name clash)
+  put('ctx', run && Object.keys(run.acc).length ? { ...run.acc, ...run.ctx } : (run?.ctx ?? {}));
   put('job', { execution_id: state.execution_id, step: step ?? null, run: run?.run ?? 0, path: state.path });
   for (const k of Object.keys(rest)) put(k, rest[k]);
   if (rest._retry !== undefined) put('_loop', rest._retry);

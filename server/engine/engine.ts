@@ -3,117 +3,51 @@
  * events, each applied to the state through the reducer of `state.ts` as soon as it is emitted;
  * commands are exactly the `command_issued` events' payloads. See README.md for the semantics.
  */
-import type { Action, Json, JsonObject, Playbook, RetryThen, Step, Tool } from '../../playbook/types.js';
-import { deferKeychain, evalCondition, renderValue } from '../../playbook/template/index.js';
-import type { Command, Decision, EngineEvent, EngineInput, StartInput } from './contract.js';
+import { DEFAULT_POOL, type Json, type JsonObject, type Playbook, type Step, type Tool } from '../../playbook/types.js';
+import { referencesName, renderValue } from '../../playbook/template/index.js';
+import type { Command, Decision, EngineEvent, EngineInput, HandleOptions, StartInput } from './contract.js';
 import { TERMINAL_STATUSES } from './contract.js';
-import { baseContext, forkContext, getPath, patchStepResult, patchVars, resultView, stepContext, type BaseContext } from './context.js';
-import { caseEvents, indexPlaybook, type PlaybookIndex } from './rules.js';
+import { baseContext, keepBase, patchStepResult, patchVars, resultView, stepContext, takeBase, type BaseContext } from './context.js';
+import { caseEnding, evalCase, hasCase, type Acts, type CaseEnding } from './case-actions.js';
+import { backoffDelay, legacyPage, mergeTool, retryPolicies, DEFAULT_RETRY_ATTEMPTS, type CallView, type FollowUp, type ItemBinding } from './call-chain.js';
+import { ExecutionError, StepError, errMsg, render, renderTool } from './render.js';
+import { indexPlaybook, type PlaybookIndex } from './rules.js';
 import {
-  apply, combine, Draft, initialState, isObject,
-  type Chain, type CollectMode, type CommandRecord, type Effects, type EngineState, type RenderedTarget, type RunState,
+  apply, Draft, initialState, isObject, loopFinished, loopFinishedCount, loopResults,
+  type Chain, type CommandRecord, type Effects, type EngineState, type RenderedTarget, type RetriedStep, type RunState,
 } from './state.js';
 
 export const DEFAULT_MAX_DELIVERIES = 3;
 export const DEFAULT_MAX_IN_FLIGHT = 16;
-/** Case `retry` and error-side retry policies without max_attempts. */
-export const DEFAULT_RETRY_ATTEMPTS = 3;
-/** Success-side (pagination/polling) policies without max_attempts. */
-export const DEFAULT_MAX_PAGES = 1000;
-export const DEFAULT_INITIAL_DELAY_S = 1;
-export const DEFAULT_BACKOFF_MULTIPLIER = 2;
-/** Default jitter: ±20 % of the delay. */
-export const DEFAULT_JITTER = 0.2;
 /** Guard against routing cycles that would never reach the queue. */
 export const MAX_STEP_ENTRIES_PER_DECISION = 10_000;
 
-/** A failure of the current step (render error, unhandled call error, exhausted retries). */
-class StepError extends Error {
-  constructor(readonly error: JsonObject) {
-    super(String(error.message));
-  }
-}
-class ExecutionError extends Error {
-  constructor(readonly error: JsonObject) {
-    super(String(error.message));
-  }
-}
-
-interface Acts {
-  index: number;
+/** The `action_completed` digest of a call (`effects` include `done` when the item finished), and the sinks it issues. */
+interface CallReport {
+  ok: boolean;
+  entry?: number;
+  exhausted?: JsonObject;
+  followUp?: FollowUp['reason'];
   effects: Effects;
   sinks: Tool[];
-  call?: JsonObject;
-  retry?: Extract<Action, { action: 'retry' }>;
-  next?: RenderedTarget[];
-  fail?: string;
-  skip?: boolean;
-  ignored: string[];
 }
 
-interface FollowUp {
-  tool: Tool;
-  attempt: number;
-  chainIndex: number;
-  delay: number;
-  reason: 'retry' | 'page' | 'call';
-}
-
-/** A condition; a syntax error or a refused access fails the step, naming the field. */
-function cond(expr: string, ctx: object, field: string): boolean {
-  try {
-    return evalCondition(expr, ctx);
-  } catch (e) {
-    throw new StepError({ message: `Invalid condition in ${field}: ${errMsg(e)}`, field });
-  }
-}
-
-function errMsg(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-function render(value: Json | undefined, ctx: object, field: string): Json {
-  try {
-    return renderValue(value, ctx, { field, defer: deferKeychain });
-  } catch (e) {
-    const f = (e as { field?: string }).field || field;
-    throw new StepError({ message: `Failed to render ${f}: ${errMsg(e)}`, field: f });
-  }
-}
-
-/** Renders a tool config field by field so an error names the field (`tool.endpoint`). */
-function renderTool(tool: Tool, ctx: object, field = 'tool'): Tool {
-  const out: Record<string, Json> = {};
-  for (const [k, v] of Object.entries(tool)) {
-    if (v === undefined) continue;
-    out[k] = k === 'kind' ? v : render(v, ctx, `${field}.${k}`);
-  }
-  return out as Tool;
-}
-
-/** Merges overrides into a tool config: objects one level deep, `url` is `endpoint`. */
-export function mergeTool(tool: Tool, overrides: Json): Tool {
-  const out: Record<string, Json | undefined> = { ...tool };
-  if (!isObject(overrides)) return tool;
-  for (const [k0, v] of Object.entries(overrides)) {
-    const k = k0 === 'url' ? 'endpoint' : k0;
-    const prev = out[k];
-    out[k] = isObject(prev) && isObject(v) ? { ...prev, ...v } : v;
-  }
-  return out as Tool;
-}
-
-function backoffMs(initialS: number, multiplier: number, attempt: number, jitter: number, random: () => number): number {
-  const base = initialS * 1000 * Math.pow(multiplier, Math.max(0, attempt - 1));
-  return Math.max(0, Math.round(base * (1 + jitter * (2 * random() - 1))));
-}
-
-function jitterOf(then: { jitter?: unknown }): number {
-  const j = then.jitter;
-  if (j === false || j === 0) return 0;
-  if (typeof j === 'number' && j > 0) return Math.min(1, j);
-  return DEFAULT_JITTER;
-}
+/**
+ * What one finished call means for its step, decided by `Builder.callOutcome` and applied by
+ * `Builder.finishCall`:
+ *  follow — the chain goes on with another call (retry, page, case `call`/`retry`);
+ *  fail   — the step fails (unhandled error, exhausted retries, case `fail`), maybe handled by a case `next`;
+ *  skip   — a case `skip`;
+ *  break  — a case `next`: the item is finished and the step exits now, breaking off a loop;
+ *  done   — the item (or the single call) is finished; the loop or the step goes on.
+ */
+type CallOutcome = CallReport & (
+  | { kind: 'follow'; call: FollowUp }
+  | { kind: 'fail'; error: JsonObject; handledBy?: RenderedTarget[] }
+  | { kind: 'skip'; targets?: RenderedTarget[] }
+  | { kind: 'break' }
+  | { kind: 'done' }
+);
 
 class Builder {
   readonly events: EngineEvent[] = [];
@@ -132,6 +66,8 @@ class Builder {
     readonly input: EngineInput,
   ) {
     this.idx = indexPlaybook(pb);
+    // the base the decision that produced this state ended with, patched from here on
+    this.baseCache = takeBase(d.s, pb, input.externalVars) ?? null;
   }
 
   get s(): EngineState {
@@ -141,9 +77,9 @@ class Builder {
   emit(ev: EngineEvent): void {
     apply(this.d, ev);
     if (this.baseCache) {
-      if (ev.name === 'step_completed' && ev.step) patchStepResult(this.baseCache, ev.step, (ev.payload.result as Json) ?? null);
-      else if (ev.name === 'vars_set') patchVars(this.baseCache, this.s.vars, this.input.externalVars);
-      else if (ev.name === 'execution_started') this.baseCache = null;
+      if (ev.name === 'step_completed' && ev.step) this.baseClean = patchStepResult(this.baseCache, ev.step, (ev.payload.result as Json) ?? null) && this.baseClean;
+      else if (ev.name === 'vars_set') this.baseClean = patchVars(this.baseCache, this.s.vars, this.input.externalVars) && this.baseClean;
+      else if (ev.name === 'execution_started' || ev.name === 'execution_retried') this.baseCache = null;
     }
     this.events.push(ev);
     if (ev.name === 'command_issued') this.commands.push(ev.payload.command as unknown as Command);
@@ -154,7 +90,8 @@ class Builder {
   }
 
   decision(): Decision<EngineState> {
-    const out: Decision<EngineState> = { state: this.s, events: this.events, commands: this.commands };
+    if (this.baseCache && this.baseClean) keepBase(this.baseCache, this.s, this.pb, this.input.externalVars);
+    const out: Decision<EngineState> = { state: this.s, events: this.events, commands: this.commands, changed_steps: [...this.d.touchedSteps] };
     if (this.cancelled.length) out.cancelled_commands = this.cancelled;
     return out;
   }
@@ -163,16 +100,17 @@ class Builder {
     return !TERMINAL_STATUSES.includes(this.s.status);
   }
 
-  /** Built on first use in a decision, then patched by step_completed / vars_set. */
+  /** Built on first use in a decision (or carried from the previous one), then patched by step_completed / vars_set. */
   private baseCache: BaseContext | null = null;
+  /** Whether the patched base still equals a fresh build, so the next decision may take it. */
+  private baseClean = true;
 
   base(): BaseContext {
-    return (this.baseCache ??= baseContext(this.s, this.pb, this.input.externalVars));
-  }
-
-  /** Whether the step has case entries for this event (contexts are only built when needed). */
-  hasCase(def: Step, on: string): boolean {
-    return (def.case ?? []).some((e) => caseEvents(e).has(on));
+    if (!this.baseCache) {
+      this.baseCache = baseContext(this.s, this.pb, this.input.externalVars);
+      this.baseClean = true;
+    }
+    return this.baseCache;
   }
 
   /** Runs fn; a StepError fails the step, an ExecutionError fails the execution. */
@@ -207,6 +145,39 @@ class Builder {
   failExecution(error: JsonObject): void {
     if (!this.running()) return;
     this.emit({ name: 'execution_failed', step: null, payload: { error, cancelled_commands: [...this.s.open_commands] } });
+  }
+
+  /**
+   * `execution.retry` of a failed or cancelled execution: the runs kept in `state.resume` start
+   * again in place. A loop run that finished some items continues with the others; any other run
+   * is entered afresh with its args (overridden per step by `payload.args[step]`). Completed steps
+   * keep their results; `payload.payload` replaces the execution payload.
+   */
+  retry(ev: EngineEvent): void {
+    const kept = this.s.resume ?? {};
+    const overrides = isObject(ev.payload?.args) ? ev.payload.args : {};
+    const steps: RetriedStep[] = Object.entries(kept).map(([step, run]) => {
+      const o = overrides[step];
+      const args = isObject(o) ? { ...run.args, ...o } : run.args;
+      return { step, args, resume: Boolean(run.loop && loopFinishedCount(run.loop) > 0) };
+    });
+    const payload: JsonObject = { steps: steps as unknown as Json, reason: (ev.payload?.reason as Json) ?? 'retried' };
+    if (isObject(ev.payload?.payload)) payload.payload = ev.payload.payload;
+    this.emit({ name: ev.name, step: null, payload: ev.payload ?? {} }); // the request, as for a cancel
+    this.emit({ name: 'execution_retried', step: null, payload });
+    for (const r of steps) {
+      const def = this.idx.steps.get(r.step);
+      if (!def) continue;
+      if (!r.resume) {
+        this.schedule(r.step, () => this.enterStep(r.step, r.args, null, false));
+        continue;
+      }
+      this.guard(r.step, () => {
+        const loop = this.s.runs[r.step]?.loop;
+        if (loop && loop.done >= loop.items.length) this.exitStep(r.step, false);
+        else this.fillLoop(def);
+      });
+    }
   }
 
   cancel(ev: EngineEvent): void {
@@ -246,7 +217,9 @@ class Builder {
     let failure: JsonObject | undefined;
     try {
       if (def.args) {
-        const defaults = render(def.args, stepContext(this.base(), s, { step: name, args: incoming }), 'args');
+        // a loop step's args that read the iterator are rendered per item (issueCall)
+        const eager = def.loop ? withoutIterator(def.args, def.loop.iterator, false) : def.args;
+        const defaults = render(eager, stepContext(this.base(), s, { step: name, args: incoming }), 'args');
         args = { ...(isObject(defaults) ? defaults : {}), ...incoming };
       }
       if (def.loop && hasItems(def)) {
@@ -272,9 +245,9 @@ class Builder {
       return;
     }
     this.guard(name, () => {
-      if (this.hasCase(def, 'step.enter')) {
+      if (hasCase(def, 'step.enter')) {
         const ctx = stepContext(this.base(), this.s, { run: s.runs[name], step: name, event: { name: 'step.enter', payload: { args } } });
-        const acts = this.evalCase(def, 'step.enter', ctx, null);
+        const acts = evalCase(def, 'step.enter', ctx);
         if (acts && this.applyActs(def, acts, 'step.enter', null)) return;
       }
       if (!def.tool) {
@@ -295,12 +268,14 @@ class Builder {
     if (acts.ignored.length) payload.ignored = acts.ignored;
     this.emit({ name: 'case_applied', step: name, payload });
     for (const tool of acts.sinks) this.issueSink(def, tool, item);
-    if (acts.fail !== undefined) {
-      this.failStep(name, { message: acts.fail, step: name, by: 'case' }, acts.next);
+    // `next` is remembered by the reducer for the step's completion; `call`/`retry` were ignored
+    const end = caseEnding(acts);
+    if (end.kind === 'fail') {
+      this.failStep(name, { message: end.message, step: name, by: 'case' }, end.next);
       return true;
     }
-    if (acts.skip) {
-      this.skipStep(name, acts.next);
+    if (end.kind === 'skip') {
+      this.skipStep(name, end.next);
       return true;
     }
     return false;
@@ -312,12 +287,14 @@ class Builder {
     if (!run || !loop) return;
     while (this.running() && this.s.runs[def.step]?.run === run.run) {
       const cur = this.s.runs[def.step]!.loop!;
-      if (cur.next >= cur.items.length || cur.in_flight >= cur.max_in_flight) break;
-      this.issueCall(def, { item: cur.next, raw: def.tool!, attempt: 1, chainIndex: 1, delay: 0, startItem: true });
+      let item = cur.next;
+      while (item < cur.items.length && loopFinished(cur, item)) item++; // finished before a retry
+      if (item >= cur.items.length || cur.in_flight >= cur.max_in_flight) break;
+      this.issueCall(def, { item, raw: def.tool!, attempt: 1, chainIndex: 1, delay: 0, startItem: true });
     }
   }
 
-  itemBinding(run: RunState, item: number | null): { name: string; value: Json; index: number } | undefined {
+  itemBinding(run: RunState, item: number | null): ItemBinding | undefined {
     if (item === null || !run.loop) return undefined;
     return { name: run.loop.iterator, value: run.loop.items[item], index: item };
   }
@@ -330,18 +307,20 @@ class Builder {
     const run = this.s.runs[name];
     if (!run) return;
     let tool = o.tool;
+    const args = o.item === null ? run.args : this.itemArgs(def, run, o.item);
     if (!tool) {
       const chain = run.chains[o.item === null ? '-' : String(o.item)];
       const ctx = stepContext(this.base(), this.s, {
-        run, step: name, item: this.itemBinding(run, o.item),
+        run, step: name, item: this.itemBinding(run, o.item), args,
         _retry: { index: o.chainIndex, count: o.chainIndex - 1 }, iteration: o.chainIndex, pages: chain?.pages,
       });
       tool = renderTool(o.raw!, ctx);
     }
     const command: Command = {
-      command_id: this.s.seq + 1, step: name, tool, args: run.args, attempt: o.attempt,
+      command_id: this.s.seq + 1, step: name, tool, args, attempt: o.attempt,
       available_at: this.input.now + o.delay, max_deliveries: DEFAULT_MAX_DELIVERIES,
     };
+    this.routeToPool(command, def);
     if (o.item !== null) command.iteration = o.item;
     else if (def.retry?.length || def.loop?.pagination) command.iteration = o.chainIndex;
     if (tool.kind === 'playbook') {
@@ -353,12 +332,31 @@ class Builder {
     this.emit({ name: 'command_issued', step: name, command_id: command.command_id, payload });
   }
 
+  /** Commands of the default pool carry no `pool`, so their events are as before pools existed. */
+  routeToPool(command: Command, def: Step): void {
+    const pool = def.pool ?? this.pb.pool;
+    if (pool !== undefined && pool !== DEFAULT_POOL) command.pool = pool;
+  }
+
+  /** A loop item's args: the step's args that read the iterator, rendered for this item. */
+  itemArgs(def: Step, run: RunState, item: number): JsonObject {
+    if (!def.args || !def.loop) return run.args;
+    const lazy = withoutIterator(def.args, def.loop.iterator, true);
+    const keys = Object.keys(lazy).filter((k) => !(k in run.args));
+    if (!keys.length) return run.args;
+    const ctx = stepContext(this.base(), this.s, { run, step: def.step, item: this.itemBinding(run, item) });
+    const out: JsonObject = {};
+    for (const k of keys) out[k] = render(lazy[k], ctx, `args.${k}`);
+    return { ...out, ...run.args };
+  }
+
   issueSink(def: Step, tool: Tool, item: number | null): void {
     const run = this.s.runs[def.step];
     const command: Command = {
       command_id: this.s.seq + 1, step: def.step, tool, args: run?.args ?? {}, attempt: 1,
       available_at: this.input.now, max_deliveries: DEFAULT_MAX_DELIVERIES, sink: true,
     };
+    this.routeToPool(command, def);
     if (item !== null) command.iteration = item;
     this.emit({
       name: 'command_issued', step: def.step, command_id: command.command_id,
@@ -368,7 +366,7 @@ class Builder {
 
   stepResult(run: RunState): Json {
     if (run.has_result) return run.result ?? null;
-    if (run.loop) return run.loop.results.filter((_, i) => run.loop!.finished[i]);
+    if (run.loop) return loopResults(run.loop);
     return run.last ?? null;
   }
 
@@ -383,11 +381,11 @@ class Builder {
     this.emit({ name: 'step.exit', step: name, payload });
     let ended = false;
     this.guard(name, () => {
-      if (this.hasCase(def, 'step.exit')) {
+      if (hasCase(def, 'step.exit')) {
         const ctx = stepContext(this.base(), this.s, {
           run: this.s.runs[name], step: name, event: { name: 'step.exit', payload: { result: computed } }, result: resultView(computed),
         });
-        const acts = this.evalCase(def, 'step.exit', ctx, null);
+        const acts = evalCase(def, 'step.exit', ctx);
         if (acts) ended = this.applyActs(def, acts, 'step.exit', null);
       }
       if (!ended) this.completeStep(name);
@@ -434,7 +432,7 @@ class Builder {
     });
   }
 
-  private schedule(step: string, fn: () => void): void {
+  schedule(step: string, fn: () => void): void {
     this.scheduled.set(step, (this.scheduled.get(step) ?? 0) + 1);
     this.agenda.push(() => {
       const n = this.scheduled.get(step)! - 1;
@@ -488,83 +486,6 @@ class Builder {
     this.drainPending(name);
   }
 
-  // ---------------------------------------------------------------- case rules
-
-  evalCase(def: Step, on: string, ctx: Record<string, unknown>, run: RunState | null): Acts | null {
-    const entries = def.case ?? [];
-    for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i];
-      if (!caseEvents(entry).has(on)) continue;
-      if (!cond(entry.when, ctx, `case[${i}].when`)) continue;
-      return this.runActions(def, i, entry.then, ctx, on, run);
-    }
-    return null;
-  }
-
-  runActions(def: Step, index: number, actions: Action[], ctx0: Record<string, unknown>, on: string, _run: RunState | null): Acts {
-    const ctx = forkContext(ctx0);
-    const acts: Acts = { index, effects: {}, sinks: [], ignored: [] };
-    const e = acts.effects;
-    actions.forEach((a, j) => {
-      const field = `case[${index}].then[${j}]`;
-      switch (a.action) {
-        case 'set': {
-          const patch = render(a.ctx, ctx, `${field}.set.ctx`);
-          if (isObject(patch)) {
-            e.ctx = { ...(e.ctx ?? {}), ...patch };
-            ctx.ctx = { ...(ctx.ctx as JsonObject), ...patch };
-          }
-          break;
-        }
-        case 'collect': {
-          const value = render(a.from, ctx, `${field}.collect.from`);
-          const mode: CollectMode = a.mode === 'extend' ? 'concat' : 'push';
-          (e.collect ??= []).push({ into: a.into, mode, value });
-          ctx[a.into] = combine(mode, ctx[a.into] as Json | undefined, value);
-          break;
-        }
-        case 'result':
-          e.result = render(a.from, ctx, `${field}.result.from`);
-          e.has_result = true;
-          ctx.result = resultView(e.result);
-          break;
-        case 'sink':
-          acts.sinks.push(renderTool(a.tool, ctx, `${field}.sink`));
-          break;
-        case 'call':
-          if (on === 'call.done') acts.call = { ...(acts.call ?? {}), ...(render(a.overrides, ctx, `${field}.call`) as JsonObject) };
-          else acts.ignored.push('call');
-          break;
-        case 'retry':
-          if (on === 'call.done') acts.retry = a;
-          else acts.ignored.push('retry');
-          break;
-        case 'next': {
-          const nctx = forkContext(ctx);
-          const iter = def.loop?.iterator;
-          if (iter) delete nctx[iter];
-          delete nctx.loop_index;
-          acts.next = [
-            ...(acts.next ?? []),
-            ...a.targets.map((t, k) => {
-              const args = t.args ? render(t.args, nctx, `${field}.next[${k}].args`) : {};
-              return { step: t.step, args: isObject(args) ? args : {} };
-            }),
-          ];
-          e.next = acts.next;
-          break;
-        }
-        case 'fail':
-          acts.fail = a.message !== undefined ? String(render(a.message, ctx, `${field}.fail.message`)) : 'Failed by case rule';
-          break;
-        case 'skip':
-          acts.skip = true;
-          break;
-      }
-    });
-    return acts;
-  }
-
   // ---------------------------------------------------------------- call.done
 
   onCallDone(rec: CommandRecord, ev: EngineEvent): void {
@@ -582,132 +503,33 @@ class Builder {
     this.guard(rec.step, () => this.processCall(def, run, rec, payload, ok));
   }
 
+  /**
+   * A finished call of the current run. Its outcome is decided before anything is emitted, so a
+   * render error while deciding fails the step with no digest recorded; `finishCall` applies it.
+   */
   processCall(def: Step, run: RunState, rec: CommandRecord, payload: JsonObject, ok: boolean): void {
-    const name = def.step;
-    const key = rec.item === null ? '-' : String(rec.item);
-    const chain: Chain = run.chains[key] ?? { index: 1 };
-    const raw = ok ? ((payload.response ?? null) as Json) : undefined;
-    const view = ok ? (rec.tool.kind === 'http' ? resultView(raw) : raw) : undefined;
-    const error = ok ? undefined : payload.error;
-    const item = this.itemBinding(run, rec.item);
-    const mkCtx = (pages: Json | undefined, into?: string): Record<string, unknown> => {
-      const extra: Record<string, unknown> = {
-        run, step: name, item, event: { name: 'call.done', payload }, response: view, page: view, error,
-        result: view, _retry: { index: chain.index, count: chain.index }, iteration: chain.index, pages,
-      };
-      if (into && pages !== undefined) extra[into] = pages;
-      return stepContext(this.base(), this.s, extra);
-    };
+    this.finishCall(def, rec, this.callOutcome(def, run, rec, payload, ok));
+  }
 
-    const effects: Effects = {};
-    let follow: FollowUp | null = null;
-    let exhausted: JsonObject | null = null;
-    let pages = chain.pages;
-    const sinks: Tool[] = [];
-    let into: string | undefined;
+  /**
+   * The retry policies (or legacy pagination) go first: when they continue the chain, the case
+   * rules wait for its last call. Otherwise the case rules for call.done decide, by the precedence
+   * of `caseEnding`; with no matching entry an error fails the step and a success finishes the item.
+   */
+  callOutcome(def: Step, run: RunState, rec: CommandRecord, payload: JsonObject, ok: boolean): CallOutcome {
+    const call = this.callView(def, run, rec, payload, ok);
+    const chain = def.loop?.pagination ? legacyPage(def, call, ok) : retryPolicies(def, call, ok, this.input.random);
+    const { effects, sinks, pages, into, exhausted } = chain;
+    if (chain.follow) return { kind: 'follow', call: chain.follow, ok, followUp: chain.follow.reason, effects, sinks };
 
-    const pg = def.loop?.pagination;
-    const policies = def.retry ?? [];
-    if (pg) {
-      // ---- legacy loop.pagination
-      if (!ok) {
-        if (rec.attempt < pg.retry.max_attempts) {
-          const exp = pg.retry.backoff === 'exponential' ? Math.pow(2, rec.attempt - 1) : 1;
-          const delay = Math.min(pg.retry.initial_delay * exp, pg.retry.max_delay) * 1000;
-          follow = { tool: rec.tool, attempt: rec.attempt + 1, chainIndex: chain.index, delay, reason: 'retry' };
-        } else if (pg.retry.max_attempts > 1) {
-          exhausted = { message: `Pagination request failed after ${rec.attempt} attempts`, attempts: rec.attempt };
-        }
-      } else {
-        const value = getPath(raw, pg.merge_path);
-        const op = { mode: LEGACY_MERGE[pg.merge_strategy] ?? 'concat', value };
-        pages = combine(op.mode, chain.pages, value);
-        effects.chain = { key, op };
-        const lctx = stepContext(this.base(), this.s, {
-          run, step: name, item, event: { name: 'call.done', payload }, response: raw, iteration: chain.index - 1, accumulated: pages,
-        });
-        if (chain.index < pg.max_iterations && cond(pg.continue_while, lctx, 'loop.pagination.continue_while')) {
-          let tool = rec.tool;
-          const np = pg.next_page ?? {};
-          if (np.params) tool = mergeTool(tool, { params: render(np.params, lctx, 'loop.pagination.next_page.params') });
-          if (np.headers) tool = mergeTool(tool, { headers: render(np.headers, lctx, 'loop.pagination.next_page.headers') });
-          if (np.body) {
-            const bodyField = isObject(tool.data) && tool.json === undefined ? 'data' : 'json';
-            tool = mergeTool(tool, { [bodyField]: render(np.body, lctx, 'loop.pagination.next_page.body') });
-          }
-          follow = { tool, attempt: 1, chainIndex: chain.index + 1, delay: 0, reason: 'page' };
-          effects.chain.index = chain.index + 1;
-        }
-      }
-    } else if (policies.length) {
-      // ---- unified retry policies
-      const pctx = mkCtx(chain.pages);
-      const i = policies.findIndex((p, k) => cond(p.when, pctx, `retry[${k}].when`));
-      if (i >= 0) {
-        const then = policies[i].then;
-        if (!ok) {
-          const max = then.max_attempts ?? DEFAULT_RETRY_ATTEMPTS;
-          if (rec.attempt < max) {
-            const tool = then.next_call ? mergeTool(rec.tool, render(then.next_call, pctx, `retry[${i}].then.next_call`)) : rec.tool;
-            const delay = backoffMs(
-              then.initial_delay ?? DEFAULT_INITIAL_DELAY_S, then.backoff_multiplier ?? DEFAULT_BACKOFF_MULTIPLIER,
-              rec.attempt, jitterOf(then as { jitter?: unknown }), this.input.random,
-            );
-            follow = { tool, attempt: rec.attempt + 1, chainIndex: chain.index, delay, reason: 'retry' };
-          } else {
-            exhausted = { message: `Retry attempts exhausted (${max})`, attempts: rec.attempt, policy: i };
-          }
-        } else {
-          const col = this.collectPage(then, view, chain.pages, key, i, effects);
-          pages = col.pages;
-          into = col.into;
-          const sink = sinkOf(then);
-          if (sink) sinks.push(renderTool(sink, mkCtx(pages, into), `retry[${i}].then.sink`));
-          const max = then.max_attempts ?? DEFAULT_MAX_PAGES;
-          if (chain.index < max) {
-            const nctx = mkCtx(pages, into);
-            const tool = then.next_call ? mergeTool(rec.tool, render(then.next_call, nctx, `retry[${i}].then.next_call`)) : rec.tool;
-            const delay = then.initial_delay ? then.initial_delay * 1000 : 0;
-            follow = { tool, attempt: 1, chainIndex: chain.index + 1, delay, reason: 'page' };
-            effects.chain = { ...(effects.chain ?? { key }), index: chain.index + 1, policy: i };
-          }
-        }
-      } else if (ok) {
-        // the last page of a paginated chain is collected (and sunk) like the others
-        const pi = chain.policy ?? firstCollectPolicy(def);
-        if (pi !== undefined) {
-          const then = policies[pi].then;
-          const col = this.collectPage(then, view, chain.pages, key, pi, effects);
-          pages = col.pages;
-          into = col.into;
-          const sink = chain.policy !== undefined ? sinkOf(then) : undefined;
-          if (sink) sinks.push(renderTool(sink, mkCtx(pages, into), `retry[${pi}].then.sink`));
-        }
-      }
-    }
-
-    const finish = (): void => {
-      for (const tool of sinks) this.issueSink(def, tool, rec.item);
-    };
-
-    if (follow) {
-      this.emit({
-        name: 'action_completed', step: name, command_id: rec.command_id,
-        payload: { outcome: ok ? 'ok' : 'error', follow_up: follow.reason, effects: effects as unknown as JsonObject },
-      });
-      finish();
-      this.issueCall(def, { item: rec.item, tool: follow.tool, attempt: follow.attempt, chainIndex: follow.chainIndex, delay: follow.delay, startItem: false });
-      return;
-    }
-
-    // ---- final outcome of the call chain: case rules for call.done
-    const final: Json = pages !== undefined ? pages : ok ? (raw ?? null) : null;
     let acts: Acts | null = null;
-    if (this.hasCase(def, 'call.done')) {
-      const cctx = mkCtx(pages, into);
+    if (hasCase(def, 'call.done')) {
+      const cctx = call.ctx(pages, into);
       if (ok && pages !== undefined) cctx.result = pages;
-      acts = this.evalCase(def, 'call.done', cctx, run);
+      acts = evalCase(def, 'call.done', cctx);
     }
+    // one digest records the chain's effects and the entry's
+    const report: CallReport = { ok, effects, sinks };
     if (acts) {
       const ae = acts.effects;
       if (ae.ctx) effects.ctx = ae.ctx;
@@ -718,90 +540,130 @@ class Builder {
       }
       if (ae.next) effects.next = ae.next;
       sinks.push(...acts.sinks);
+      report.entry = acts.index;
     }
-    const itemResult: Json = ok ? final : { error: (error ?? null) as Json };
-    const base_payload: JsonObject = { outcome: ok ? 'ok' : 'error' };
-    if (acts) base_payload.entry = acts.index;
-    if (exhausted) base_payload.exhausted = exhausted;
+    if (exhausted) report.exhausted = exhausted;
+    const error = call.error;
+    const cause: JsonObject = error !== undefined ? { error: error as Json } : {};
+    // a handled error finishes the item too, with `{error}` as its result
+    const finished = (kind: 'break' | 'done'): CallOutcome => {
+      const result: Json = ok ? (pages !== undefined ? pages : (call.raw ?? null)) : { error: (error ?? null) as Json };
+      effects.done = { item: rec.item, result };
+      return { ...report, kind };
+    };
 
-    if (acts?.fail !== undefined) {
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, effects: effects as unknown as JsonObject } });
-      finish();
-      this.failStep(name, { message: acts.fail, by: 'case', ...(error !== undefined ? { error: error as Json } : {}) }, acts.next);
-      return;
+    const end: CaseEnding = acts ? caseEnding(acts) : { kind: 'none' };
+    switch (end.kind) {
+      case 'fail':
+        return { ...report, kind: 'fail', error: { message: end.message, by: 'case', ...cause }, handledBy: end.next };
+      case 'skip':
+        return { ...report, kind: 'skip', targets: end.next };
+      case 'next':
+        return finished('break');
+      case 'retry': {
+        const a = end.retry;
+        const max = a.max_attempts ?? DEFAULT_RETRY_ATTEMPTS;
+        if (rec.attempt >= max) {
+          // the digest still says a retry was asked for: the step fails because none is left
+          return { ...report, followUp: 'retry', kind: 'fail', error: { message: `Retry attempts exhausted (${max})`, attempts: rec.attempt, ...cause } };
+        }
+        const delay = backoffDelay(a, rec.attempt, this.input.random);
+        const next: FollowUp = { tool: rec.tool, attempt: rec.attempt + 1, chainIndex: call.chain.index, delay, reason: 'retry' };
+        return { ...report, followUp: 'retry', kind: 'follow', call: next };
+      }
+      case 'call': {
+        const next: FollowUp = { tool: mergeTool(rec.tool, end.overrides), attempt: 1, chainIndex: call.chain.index, delay: 0, reason: 'call' };
+        return { ...report, followUp: 'call', kind: 'follow', call: next };
+      }
+      case 'none':
+        if (ok || acts) return finished('done');
+        return {
+          ...report, kind: 'fail',
+          error: exhausted ? { ...exhausted, error: (error ?? null) as Json } : { message: errorMessage(error), error: (error ?? null) as Json },
+        };
     }
-    if (acts?.skip) {
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, effects: effects as unknown as JsonObject } });
-      finish();
-      this.skipStep(name, acts.next);
-      return;
-    }
-    if (acts?.next) {
-      effects.done = { item: rec.item, result: itemResult };
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, effects: effects as unknown as JsonObject } });
-      finish();
-      const loop = this.s.runs[name]?.loop;
-      this.exitStep(name, Boolean(loop && loop.done < loop.items.length));
-      return;
-    }
-    if (acts?.retry) {
-      const a = acts.retry;
-      const max = a.max_attempts ?? DEFAULT_RETRY_ATTEMPTS;
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, follow_up: 'retry', effects: effects as unknown as JsonObject } });
-      finish();
-      if (rec.attempt >= max) {
-        this.failStep(name, { message: `Retry attempts exhausted (${max})`, attempts: rec.attempt, ...(error !== undefined ? { error: error as Json } : {}) });
+  }
+
+  /**
+   * The one place a call's outcome takes effect, whatever it is: the `action_completed` digest
+   * (so a fold sees every effect the outcome had), the sinks, then the chain or the step moves on.
+   */
+  finishCall(def: Step, rec: CommandRecord, o: CallOutcome): void {
+    const name = def.step;
+    const payload: JsonObject = { outcome: o.ok ? 'ok' : 'error' };
+    if (o.entry !== undefined) payload.entry = o.entry;
+    if (o.exhausted) payload.exhausted = o.exhausted;
+    if (o.followUp) payload.follow_up = o.followUp;
+    payload.effects = o.effects as unknown as JsonObject;
+    this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload });
+    for (const tool of o.sinks) this.issueSink(def, tool, rec.item);
+    switch (o.kind) {
+      case 'follow': {
+        const { tool, attempt, chainIndex, delay } = o.call;
+        this.issueCall(def, { item: rec.item, tool, attempt, chainIndex, delay, startItem: false });
         return;
       }
-      const delay = backoffMs(a.initial_delay ?? DEFAULT_INITIAL_DELAY_S, a.backoff_multiplier ?? DEFAULT_BACKOFF_MULTIPLIER, rec.attempt, jitterOf(a as { jitter?: unknown }), this.input.random);
-      this.issueCall(def, { item: rec.item, tool: rec.tool, attempt: rec.attempt + 1, chainIndex: chain.index, delay, startItem: false });
-      return;
-    }
-    if (acts?.call) {
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, follow_up: 'call', effects: effects as unknown as JsonObject } });
-      finish();
-      this.issueCall(def, { item: rec.item, tool: mergeTool(rec.tool, acts.call), attempt: 1, chainIndex: chain.index, delay: 0, startItem: false });
-      return;
-    }
-    if (!ok && !acts) {
-      this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, effects: effects as unknown as JsonObject } });
-      finish();
-      const e: JsonObject = exhausted ? { ...exhausted, error: (error ?? null) as Json } : { message: errorMessage(error), error: (error ?? null) as Json };
-      this.failStep(name, e);
-      return;
-    }
-    effects.done = { item: rec.item, result: itemResult };
-    this.emit({ name: 'action_completed', step: name, command_id: rec.command_id, payload: { ...base_payload, effects: effects as unknown as JsonObject } });
-    finish();
-    const cur = this.s.runs[name];
-    if (!cur) return;
-    if (cur.loop) {
-      if (cur.loop.done >= cur.loop.items.length) this.exitStep(name, false);
-      else this.fillLoop(def);
-    } else if (cur.calls === 0) {
-      this.exitStep(name, false);
+      case 'fail':
+        this.failStep(name, o.error, o.handledBy);
+        return;
+      case 'skip':
+        this.skipStep(name, o.targets);
+        return;
+      case 'break': {
+        // items still unfinished are broken off: step.exit says so
+        const loop = this.s.runs[name]?.loop;
+        this.exitStep(name, Boolean(loop && loop.done < loop.items.length));
+        return;
+      }
+      case 'done': {
+        const cur = this.s.runs[name];
+        if (!cur) return;
+        if (cur.loop) {
+          if (cur.loop.done >= cur.loop.items.length) this.exitStep(name, false);
+          else this.fillLoop(def);
+        } else if (cur.calls === 0) {
+          this.exitStep(name, false);
+        }
+        return;
+      }
     }
   }
 
-  collectPage(then: RetryThen, view: unknown, prev: Json | undefined, key: string, policy: number, effects: Effects): { pages: Json | undefined; into?: string } {
-    if (!then.collect) return { pages: prev };
-    const value = getPath(view, then.collect.path);
-    const mode: CollectMode = then.collect.strategy === 'replace' ? 'replace' : then.collect.strategy === 'merge' ? 'merge' : 'concat';
-    effects.chain = { ...(effects.chain ?? { key }), key, op: { mode, value }, policy };
-    return { pages: combine(mode, prev, value), into: then.collect.into };
+  /** What a finished call shows to the retry policies and the case rules. */
+  callView(def: Step, run: RunState, rec: CommandRecord, payload: JsonObject, ok: boolean): CallView {
+    const name = def.step;
+    const key = rec.item === null ? '-' : String(rec.item);
+    const chain: Chain = run.chains[key] ?? { index: 1 };
+    const raw = ok ? ((payload.response ?? null) as Json) : undefined;
+    // the README's one `.data` rule, the same for every tool kind
+    const view = ok ? resultView(raw) : undefined;
+    const error = ok ? undefined : payload.error;
+    const item = this.itemBinding(run, rec.item);
+    const scope = (extra: Record<string, unknown>): Record<string, unknown> => stepContext(this.base(), this.s, extra);
+    const ctx = (pages: Json | undefined, into?: string): Record<string, unknown> => {
+      const extra: Record<string, unknown> = {
+        run, step: name, item, args: rec.args, event: { name: 'call.done', payload }, response: view, page: view, error,
+        result: view, _retry: { index: chain.index, count: chain.index }, iteration: chain.index, pages,
+      };
+      if (into && pages !== undefined) extra[into] = pages;
+      return scope(extra);
+    };
+    return { rec, run, key, chain, payload, raw, view, error, item, scope, ctx };
   }
 }
 
-const LEGACY_MERGE: Record<string, CollectMode> = { append: 'concat', extend: 'flatten', replace: 'replace', collect: 'push' };
-
-function sinkOf(then: RetryThen): Tool | undefined {
-  const per = (then as { per_iteration?: { sink?: Tool } }).per_iteration;
-  return then.sink ?? per?.sink;
+/** The args whose templates read `iterator` (keep = true), or all the others (keep = false). */
+function withoutIterator(args: JsonObject, iterator: string, keep: boolean): JsonObject {
+  const out: JsonObject = {};
+  for (const [k, v] of Object.entries(args)) if (readsName(v, iterator) === keep) out[k] = v;
+  return out;
 }
 
-function firstCollectPolicy(def: Step): number | undefined {
-  const i = (def.retry ?? []).findIndex((p) => p.then.collect && !/(?<![\w.])error\b/.test(String(p.when).replace(/'[^']*'|"[^"]*"/g, "''")));
-  return i >= 0 ? i : undefined;
+function readsName(v: Json, name: string): boolean {
+  if (typeof v === 'string') return referencesName(v, name);
+  if (Array.isArray(v)) return v.some((x) => readsName(x, name));
+  if (isObject(v)) return Object.values(v).some((x) => readsName(x, name));
+  return false;
 }
 
 function hasItems(def: Step): boolean {
@@ -832,10 +694,18 @@ export function start(playbook: Playbook, init: StartInput, input: EngineInput):
   return b.decision();
 }
 
-export function handle(state: EngineState, playbook: Playbook, event: EngineEvent, input: EngineInput): Decision<EngineState> {
+export function handle(state: EngineState, playbook: Playbook, event: EngineEvent, input: EngineInput, opts: HandleOptions = {}): Decision<EngineState> {
   const noop: Decision<EngineState> = { state, events: [], commands: [] };
+  if (event.name === 'execution.retry') {
+    // only a failed or cancelled execution with unfinished runs can resume
+    if ((state.status !== 'failed' && state.status !== 'cancelled') || !state.resume || Object.keys(state.resume).length === 0) return noop;
+    const b = new Builder(Draft.from(state, opts.reuseSteps), playbook, input);
+    b.retry(event);
+    b.settle();
+    return b.decision();
+  }
   if (TERMINAL_STATUSES.includes(state.status)) return noop;
-  const b = new Builder(Draft.from(state), playbook, input);
+  const b = new Builder(Draft.from(state, opts.reuseSteps), playbook, input);
   switch (event.name) {
     case 'call.done': {
       const rec = findCommand(state, event);

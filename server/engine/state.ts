@@ -6,7 +6,9 @@
  *
  * Cost: applying an event touches the execution's top-level maps (O(steps + open commands)) and
  * the one step run it concerns (O(that step)); nothing is proportional to the history length.
- * `reduce`/`handle` never mutate the state they are given (copy-on-write through `Draft`);
+ * `reduce`/`handle` never mutate the state they are given (copy-on-write through `Draft`), except
+ * the `steps` map when the caller hands it over (`handle(…, { reuseSteps: true })`: a copy of
+ * thousands of summaries per decision made a long execution's steps O(steps));
  * `fold` owns the state it builds and mutates it in place.
  */
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
@@ -50,9 +52,56 @@ export interface LoopState {
   next: number;
   in_flight: number;
   done: number;
-  /** Per-item results, item order (null until done). */
-  results: Json[];
-  finished: boolean[];
+  /**
+   * Per-item results, item order (null until done), and which items finished. With `chunk`, both
+   * are lists of chunks of `chunk` items: recording an item copies one chunk and the chunk list,
+   * not the whole loop (copy on write per event was O(items): quadratic over a large loop).
+   * Without it (states written before chunking), flat lists.
+   */
+  results: Json[] | Json[][];
+  finished: boolean[] | boolean[][];
+  chunk?: number;
+}
+
+/** Items per chunk of a loop's results and finished flags. */
+export const LOOP_CHUNK = 1024;
+
+function chunks<T>(n: number, value: T): T[][] {
+  const out: T[][] = [];
+  for (let at = 0; at < n; at += LOOP_CHUNK) out.push(new Array<T>(Math.min(LOOP_CHUNK, n - at)).fill(value));
+  return out;
+}
+
+export function loopFinished(loop: LoopState, i: number): boolean {
+  if (!loop.chunk) return (loop.finished as boolean[])[i] === true;
+  return (loop.finished as boolean[][])[Math.floor(i / loop.chunk)]?.[i % loop.chunk] === true;
+}
+
+export function loopFinishedCount(loop: LoopState): number {
+  let n = 0;
+  for (let i = 0; i < loop.items.length; i++) if (loopFinished(loop, i)) n++;
+  return n;
+}
+
+/** Results of the finished items, item order. */
+export function loopResults(loop: LoopState): Json[] {
+  const out: Json[] = [];
+  const flat = loop.chunk ? (loop.results as Json[][]).flat(1) as Json[] : (loop.results as Json[]);
+  for (let i = 0; i < loop.items.length; i++) if (loopFinished(loop, i)) out.push(flat[i] ?? null);
+  return out;
+}
+
+function recordLoopItem(d: Draft, loop: LoopState, i: number, result: Json): void {
+  const results = d.mut<Json[] | Json[][]>(loop, 'results');
+  const finished = d.mut<boolean[] | boolean[][]>(loop, 'finished');
+  if (!loop.chunk) {
+    (results as Json[])[i] = result;
+    (finished as boolean[])[i] = true;
+    return;
+  }
+  const c = Math.floor(i / loop.chunk);
+  d.mut<Json[]>(results, c)[i % loop.chunk] = result;
+  d.mut<boolean[]>(finished, c)[i % loop.chunk] = true;
 }
 
 export interface RunState {
@@ -108,6 +157,21 @@ export interface EngineState extends ExecutionStateView {
   pending: Record<string, RenderedTarget[]>;
   /** Last step whose completion issued no transition; its result is the execution result. */
   terminal_step: string | null;
+  /**
+   * Set when the execution failed or was cancelled: the step runs that did not finish (the failed
+   * step, and those running when the execution ended) and the fan-in transitions that waited, so
+   * `execution.retry` can resume them in place. Cleared by `execution_retried`.
+   */
+  resume?: Record<string, RunState>;
+  resume_pending?: Record<string, RenderedTarget[]>;
+}
+
+/** One step `execution_retried` starts again: a loop run continuing (`resume`) or a fresh entry. */
+export interface RetriedStep {
+  step: string;
+  args: JsonObject;
+  /** The loop run continues: finished items keep their results, the others run again. */
+  resume: boolean;
 }
 
 /** Effects of one rule evaluation / call outcome, applied to the step's run. */
@@ -125,7 +189,11 @@ export interface Effects {
 
 /** Copy-on-write helper: `mut(parent, key)` returns a child this draft may mutate. */
 export class Draft {
-  private owned = new WeakSet<object>();
+  /** Objects this draft created (free to change in place). A Set, not a WeakSet: a draft lives for
+   *  one decision, and WeakSet insertions were most of the cost of starting one. */
+  private owned = new Set<object>();
+  /** Steps whose summary this draft added or replaced (Decision.changed_steps). */
+  readonly touchedSteps = new Set<string>();
   constructor(
     public s: EngineState,
     private readonly inPlace: boolean,
@@ -133,8 +201,11 @@ export class Draft {
     this.owned.add(s);
   }
 
-  static from(state: EngineState): Draft {
-    return new Draft({ ...state }, false);
+  /** `reuseSteps`: the caller gave up `state.steps`; the draft changes that map in place (see HandleOptions). */
+  static from(state: EngineState, reuseSteps = false): Draft {
+    const d = new Draft({ ...state }, false);
+    if (reuseSteps && state.steps) d.owned.add(state.steps);
+    return d;
   }
 
   mut<T>(parent: any, key: string | number): T {
@@ -162,6 +233,7 @@ export function initialState(): EngineState {
 
 function summary(d: Draft, step: string): StepSummary {
   const steps = d.mut<Record<string, StepSummary>>(d.s, 'steps');
+  d.touchedSteps.add(step);
   if (!steps[step]) steps[step] = d.fresh({ status: 'pending', runs: 0 });
   return d.mut<StepSummary>(steps, step);
 }
@@ -187,6 +259,15 @@ function removeCommands(d: Draft, ids: readonly number[]): void {
       if (run && run.run === rec.run) run.calls--;
     }
   }
+}
+
+/** Keeps an unfinished run for a later retry (only its JSON; its open calls are gone). */
+function keepForRetry(d: Draft, step: string): void {
+  const run = d.s.runs[step];
+  if (!run) return;
+  if (!d.s.resume) d.s.resume = d.fresh({});
+  const resume = d.mut<Record<string, RunState>>(d.s, 'resume');
+  if (!resume[step]) resume[step] = run;
 }
 
 function endRun(d: Draft, step: string): void {
@@ -246,10 +327,7 @@ export function applyEffects(d: Draft, step: string, e: Effects): void {
       run.last = e.done.result;
     } else {
       const loop = d.mut<LoopState>(run, 'loop');
-      const results = d.mut<Json[]>(loop, 'results');
-      const finished = d.mut<boolean[]>(loop, 'finished');
-      results[e.done.item] = e.done.result;
-      finished[e.done.item] = true;
+      recordLoopItem(d, loop, e.done.item, e.done.result);
       loop.done++;
       loop.in_flight--;
     }
@@ -290,7 +368,7 @@ export function apply(d: Draft, ev: EngineEvent): void {
         const items = loop.items as Json[];
         run.loop = {
           items, iterator: String(loop.iterator), mode: loop.mode as LoopState['mode'], max_in_flight: Number(loop.max_in_flight),
-          next: 0, in_flight: 0, done: 0, results: items.map(() => null), finished: items.map(() => false),
+          next: 0, in_flight: 0, done: 0, results: chunks<Json>(items.length, null), finished: chunks(items.length, false), chunk: LOOP_CHUNK,
         };
       }
       const runs = d.mut<Record<string, RunState>>(s, 'runs');
@@ -317,7 +395,8 @@ export function apply(d: Draft, ev: EngineEvent): void {
           run.calls++;
           if (p.start_item && run.loop) {
             const loop = d.mut<LoopState>(run, 'loop');
-            loop.next++;
+            // items are issued in order; after a retry, finished ones are skipped
+            loop.next = Math.max(loop.next, Number(p.item) + 1);
             loop.in_flight++;
           }
         }
@@ -362,6 +441,7 @@ export function apply(d: Draft, ev: EngineEvent): void {
       const sum = summary(d, step);
       sum.status = 'failed';
       sum.error = (p.error as Json) ?? null;
+      if (!p.handled) keepForRetry(d, step);
       endRun(d, step);
       break;
     }
@@ -387,12 +467,47 @@ export function apply(d: Draft, ev: EngineEvent): void {
     case 'execution_cancelled':
       s.status = ev.name === 'execution_failed' ? 'failed' : 'cancelled';
       if (p.error !== undefined) s.error = p.error;
+      for (const step of Object.keys(s.runs)) keepForRetry(d, step);
+      if (Object.keys(s.pending).length) s.resume_pending = s.pending;
       s.commands = {};
       s.open_commands = [];
       s.runs = {};
       s.pending = {};
       break;
+    case 'execution_retried':
+      retried(d, p);
+      break;
     default:
       break;
   }
+}
+
+/**
+ * The execution runs again from where it stopped: loop runs continue with their finished items
+ * (their counters reset: nothing is in flight), the other steps are entered afresh by the
+ * `step.enter` events that follow; the waiting fan-in transitions are restored.
+ */
+function retried(d: Draft, p: JsonObject): void {
+  const s = d.s;
+  s.status = 'running';
+  delete s.error;
+  delete s.result;
+  if (isObject(p.payload)) s.payload = p.payload;
+  const kept = s.resume ?? {};
+  for (const r of (p.steps as unknown as RetriedStep[]) ?? []) {
+    if (!r.resume || !kept[r.step]?.loop) continue;
+    const old = kept[r.step];
+    const loop = old.loop!;
+    const runs = d.mut<Record<string, RunState>>(s, 'runs');
+    runs[r.step] = d.fresh({
+      ...old, args: r.args, chains: {}, calls: 0,
+      loop: { ...loop, next: 0, in_flight: 0, done: loopFinishedCount(loop) },
+    });
+    const sum = summary(d, r.step);
+    sum.status = 'running';
+    delete sum.error;
+  }
+  s.pending = s.resume_pending ?? {};
+  delete s.resume;
+  delete s.resume_pending;
 }

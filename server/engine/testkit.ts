@@ -5,7 +5,9 @@
  *   - a recorded decision begins with the incoming event; a duplicate records nothing;
  *   - `decision.state` equals the state obtained by reducing the decision's events one by one;
  *   - at the end, `fold(all events)` (also after a JSON round trip, as the server stores them)
- *     deep-equals the incrementally maintained state.
+ *     deep-equals the incrementally maintained state;
+ *   - a second chain of states, each decided with `reuseSteps` (the steps map changed in place, as
+ *     the server does), decides the same events and deep-equals the copy-on-write state throughout.
  * Used by the engine's tests; the server's tests may use it too. No test framework inside.
  */
 import { deepStrictEqual, strictEqual } from 'node:assert';
@@ -22,6 +24,8 @@ export interface WorkerCall {
   n: number;
   /** Workload / payload, for convenience. */
   state: EngineState;
+  /** How many `execution.retry` events were sent before this call. */
+  retried: number;
 }
 export type FakeWorker = (call: WorkerCall) => WorkerReply;
 
@@ -41,6 +45,9 @@ export interface ScenarioOptions {
   cancelAfter?: number;
   /** Extra events to inject after the n-th answer: [n, event]. */
   inject?: Array<[number, EngineEvent]>;
+  /** When the execution ended failed or cancelled with nothing left to answer, send
+   *  `execution.retry` with each of these payloads in turn (the worker sees `retried`). */
+  retries?: JsonObject[];
   /** Safety bound on answered commands. */
   maxCalls?: number;
   /** Check the fold invariant after every decision (slower; default true). */
@@ -93,6 +100,8 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     maxOpen: {}, cancelled: [...(first.cancelled_commands ?? [])], duplicatesIgnored: 0,
   };
   let queue: Command[] = [...first.commands];
+  // the chain the server keeps: each state handed to the next decision with its steps map
+  let shadow = JSON.parse(JSON.stringify(first.state)) as EngineState;
   const perStep: Record<string, number> = {};
   const trackOpen = (): void => {
     const counts: Record<string, number> = {};
@@ -112,6 +121,15 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     // the server may cache the state as JSON: a snapshot must decide exactly the same
     const again = handle(JSON.parse(JSON.stringify(prev)) as EngineState, playbook, ev, input());
     deepStrictEqual(again.events, d.events, 'a JSON snapshot of the state decides the same events');
+    const shadowMap = shadow.steps;
+    const reused = handle(shadow, playbook, ev, input(), { reuseSteps: true });
+    deepStrictEqual(reused.events, d.events, 'deciding with reuseSteps gives the same events');
+    deepStrictEqual(reused.state, d.state, 'deciding with reuseSteps gives the same state');
+    if (d.events.length) strictEqual(reused.state.steps, shadowMap, 'reuseSteps changes the steps map in place');
+    for (const name of Object.keys(d.state.steps)) {
+      if (!(reused.changed_steps ?? []).includes(name) && prev.steps[name] === undefined) throw new Error(`summary ${name} added but not named changed`);
+    }
+    shadow = reused.state;
     res.decisions.push(d);
     res.state = d.state;
     res.events.push(...d.events);
@@ -128,7 +146,16 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
   };
   const max = opts.maxCalls ?? 500;
   let answered = 0;
-  while (queue.length && answered < max) {
+  let retried = 0;
+  const retries = [...(opts.retries ?? [])];
+  for (;;) {
+    if (!queue.length) {
+      if (!retries.length || (res.state.status !== 'failed' && res.state.status !== 'cancelled')) break;
+      retried++;
+      apply({ name: 'execution.retry', step: null, payload: retries.shift()! });
+      continue;
+    }
+    if (answered >= max) break;
     let idx: number;
     const due = Math.min(...queue.map((c) => c.available_at));
     const candidates = queue.map((c, i) => [c, i] as const).filter(([c]) => c.available_at <= Math.max(now, due));
@@ -142,7 +169,7 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     if (opts.claim) apply({ name: 'action_started', step: cmd.step, command_id: cmd.command_id, payload: { worker_id: 'w1' } });
     const n = perStep[cmd.step] ?? 0;
     perStep[cmd.step] = n + 1;
-    const reply = worker({ cmd, n, state: res.state });
+    const reply = worker({ cmd, n, state: res.state, retried });
     res.answered.push(cmd);
     const ev: EngineEvent = {
       name: 'call.done', step: cmd.step, command_id: cmd.command_id,

@@ -2,7 +2,7 @@
  * What a worker gets for a queue row it now holds (a claim, or an eager claim with call.done), and
  * what a claim of a row it cannot have is answered.
  */
-import type { ClaimedCommand } from '../../client/protocol.js';
+import type { ClaimedCommand } from '../../common/protocol.js';
 import type { JsonObject, Playbook } from '../../playbook/types.js';
 import { effectiveWorkload } from '../engine/context.js';
 import { AppError, conflict, gone } from '../errors.js';
@@ -34,6 +34,7 @@ export function claimedCommand(pb: Playbook, row: ExecutionRow, claimed: QueueRo
     },
     lease_until: claimed.lease_until!.toISOString(),
     worker_id: claimed.worker_id!,
+    lease_token: claimed.lease_token ?? '',
   };
   if (cmd.child) out.child = cmd.child;
   if (cmd.tool?.kind === 'workbook') out.workbook = (pb.workbook ?? []) as unknown as JsonObject[];

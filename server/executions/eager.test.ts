@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClaimedCommand, WorkerEvent } from '../../client/protocol.js';
+import type { ClaimedCommand, WorkerEvent } from '../../common/protocol.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import { buildApp } from '../app/index.js';
 import type { ServerCore } from '../core.js';
@@ -82,7 +82,7 @@ async function notified(executionId: string): Promise<string[]> {
 
 /** call.done of `cmd`; by default the result a chain step returns ({i}), which the next step's args read. */
 const done = (cmd: ClaimedCommand, reply: object = { response: { i: (cmd.tool.args as { i?: number } | undefined)?.i ?? 1 } }): WorkerEvent => ({
-  execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id,
+  execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token,
   payload: { ...reply, meta: { duration_ms: 1 } },
 });
 
@@ -145,9 +145,11 @@ describe('call.done with claim_next', () => {
     const refused = await core.deps.executions.claim(String(next.queue_id), { worker_id: 'w-other' }).catch((e: AppError) => e);
     expect(refused).toBeInstanceOf(AppError);
     expect((refused as AppError).statusCode).toBe(409);
-    const beat = await core.deps.executions.heartbeat(String(next.queue_id), { worker_id: 'w-eager', lease_seconds: 120 });
+    const beat = await core.deps.executions.heartbeat(String(next.queue_id), { worker_id: 'w-eager', lease_token: next.lease_token, lease_seconds: 120 });
     expect(Date.parse(beat.lease_until) - Date.now()).toBeGreaterThan(100_000);
-    await expect(core.deps.executions.heartbeat(String(next.queue_id), { worker_id: 'w-other' })).rejects.toMatchObject({ statusCode: 409 });
+    await expect(core.deps.executions.heartbeat(String(next.queue_id), { worker_id: 'w-other', lease_token: next.lease_token })).rejects.toMatchObject({ statusCode: 409 });
+    // the eager claim's own token: without it the owner's id alone is not enough
+    await expect(core.deps.executions.heartbeat(String(next.queue_id), { worker_id: 'w-eager' })).rejects.toMatchObject({ statusCode: 409 });
     await core.deps.executions.cancel(id);
   });
 
@@ -223,8 +225,13 @@ describe('call.done with claim_next', () => {
 
   it('refuses a bad claim_next with the field named, over HTTP too, and records nothing', async () => {
     const { id, cmd } = await firstCommand('e/chain');
-    await expect(core.deps.executions.handleEvents([done(cmd)], { claimNext: { worker_id: 'w', max: 0 } })).rejects.toMatchObject({ statusCode: 400, message: expect.stringContaining('claim_next.max') });
-    await expect(core.deps.executions.handleEvents([done(cmd)], { claimNext: { worker_id: '' } })).rejects.toMatchObject({ statusCode: 400, message: expect.stringContaining('worker_id') });
+    // claim_next is validated at the edge (common/contract ClaimNextRequest); the service trusts it
+    const refused = async (claim_next: object) => {
+      const r = await app.inject({ method: 'POST', url: '/api/v2/events', payload: { events: [done(cmd)], claim_next } });
+      throw { statusCode: r.statusCode, ...r.json().error };
+    };
+    await expect(refused({ worker_id: 'w', max: 0 })).rejects.toMatchObject({ statusCode: 400, message: expect.stringContaining('claim_next.max') });
+    await expect(refused({ worker_id: '' })).rejects.toMatchObject({ statusCode: 400, message: expect.stringContaining('worker_id') });
     const res = await fetch(`${base}/api/v2/events`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ events: [done(cmd)], claim_next: { worker_id: 'w', max: 'two' } }),

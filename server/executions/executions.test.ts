@@ -4,14 +4,15 @@
  * outbox.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClaimedCommand } from '../../client/protocol.js';
+import type { ClaimedCommand, WorkerEvent } from '../../common/protocol.js';
 import type { JsonObject } from '../../playbook/types.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
-import { MemoryBroker } from '../broker/memory.js';
+import { MemoryBroker } from '../../common/broker/memory.js';
 import type { ServerCore } from '../core.js';
 import { AppError } from '../errors.js';
+import { buildApp } from '../app/index.js';
 import type { ExecutionHooks } from '../services.js';
-import { chainPlaybook, runWorker, terminal, testCore, testDatabase, type Script } from './testkit.js';
+import { callDone, chainPlaybook, runWorker, terminal, testCore, testDatabase, type Script } from './testkit.js';
 
 let tdb: TestDatabase;
 let core: ServerCore;
@@ -76,6 +77,20 @@ afterAll(async () => {
 
 const echo: Script = (c) => ({ response: { step: c.step, ...(c.tool.args as JsonObject), i: (c.tool.args as JsonObject)?.i ?? null } });
 
+/**
+ * Malformed input is refused at the HTTP edge (common/contract schemas); the service trusts what
+ * passed it. These send such a request through the app and answer the refusal like `refusal`.
+ */
+async function httpRefusal(method: 'POST', url: string, payload: object): Promise<{ statusCode: number; code: string; message: string }> {
+  const app = await buildApp(core.deps);
+  try {
+    const r = await app.inject({ method, url, payload });
+    return { statusCode: r.statusCode, ...r.json().error };
+  } finally {
+    await app.close();
+  }
+}
+
 async function refusal(p: Promise<unknown>): Promise<AppError> {
   try {
     await p;
@@ -138,10 +153,10 @@ describe('executions', () => {
 
   it('start: unknown path 404, bad payload 400; unknown execution 404 for events', async () => {
     expect((await refusal(core.deps.executions.start({ path: 'no/such' }))).statusCode).toBe(404);
-    expect((await refusal(core.deps.executions.start({ path: 't/chain1', payload: [1] as unknown as JsonObject }))).statusCode).toBe(400);
+    expect((await httpRefusal('POST', '/api/v2/execute', { path: 't/chain1', payload: [1] })).statusCode).toBe(400);
     expect((await refusal(core.deps.executions.events('999999'))).statusCode).toBe(404);
     expect((await refusal(core.deps.executions.handleEvents([{ execution_id: '999999', step: 's', name: 'call.done', payload: {} }]))).statusCode).toBe(404);
-    expect((await refusal(core.deps.executions.handleEvents([{ execution_id: 'abc', step: 's', name: 'call.done', payload: {} }]))).statusCode).toBe(400);
+    expect((await httpRefusal('POST', '/api/v2/events', { execution_id: 'abc', step: 's', name: 'call.done', payload: {} })).statusCode).toBe(400);
     expect(await core.deps.executions.get('999999')).toBeNull();
   });
 
@@ -153,18 +168,18 @@ describe('executions', () => {
     expect([again.statusCode, again.code]).toEqual([409, 'already_claimed']);
     const same = await refusal(core.deps.executions.claim(c.queue_id, { worker_id: 'w1' }));
     expect([same.statusCode, same.code]).toEqual([409, 'already_claimed']);
-    const notOwner = await refusal(core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w2' }));
+    const notOwner = await refusal(core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w2', lease_token: c.lease_token }));
     expect([notOwner.statusCode, notOwner.code]).toEqual([409, 'not_owner']);
-    const hb = await core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w1', lease_seconds: 120 });
+    const hb = await core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w1', lease_token: c.lease_token, lease_seconds: 120 });
     expect(new Date(hb.lease_until).getTime()).toBeGreaterThan(Date.now() + 100_000);
-    await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response: { ok: true } } }]);
+    await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token, payload: { response: { ok: true } } }]);
     const fin = await refusal(core.deps.executions.claim(c.queue_id, { worker_id: 'w3' }));
     expect([fin.statusCode, fin.code]).toEqual([410, 'finished']);
-    const hbFin = await refusal(core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w1' }));
+    const hbFin = await refusal(core.deps.executions.heartbeat(c.queue_id, { worker_id: 'w1', lease_token: c.lease_token }));
     expect([hbFin.statusCode, hbFin.code]).toEqual([410, 'finished']);
     const unknown = await refusal(core.deps.executions.claim('987654321', { worker_id: 'w1' }));
     expect(unknown.statusCode).toBe(404);
-    expect((await refusal(core.deps.executions.claim(c.queue_id, { worker_id: '' }))).statusCode).toBe(400);
+    expect((await httpRefusal('POST', `/api/v2/commands/${c.queue_id}/claim`, { worker_id: '' })).statusCode).toBe(400);
 
     const run2 = await core.deps.executions.start({ path: 't/chain1' });
     const [row] = await queueRows(run2.execution_id);
@@ -215,7 +230,7 @@ workbook:
   it('a duplicate call.done is counted and not applied', async () => {
     const run = await core.deps.executions.start({ path: 't/chain1' });
     const c = await nextClaim();
-    const ev = { execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response: { n: 1 } } };
+    const ev = { execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token, payload: { response: { n: 1 } } };
     const first = await core.deps.executions.handleEvents([ev]);
     expect(first).toMatchObject({ accepted: 1, duplicates: 0 });
     const before = (await core.deps.executions.events(run.execution_id)).events.length;
@@ -232,7 +247,7 @@ workbook:
     const b = await core.deps.executions.start({ path: 't/chain1' });
     const [qa] = await queueRows(a.execution_id);
     expect((await refusal(core.deps.executions.handleEvents([{ execution_id: a.execution_id, step: null, name: 'execution_completed', payload: {} }]))).statusCode).toBe(400);
-    expect((await refusal(core.deps.executions.handleEvents([{ execution_id: b.execution_id, step: 's1', name: 'call.done', queue_id: qa.queue_id, payload: {} }]))).statusCode).toBe(400);
+    expect((await refusal(core.deps.executions.handleEvents([{ execution_id: b.execution_id, step: 's1', name: 'call.done', queue_id: qa.queue_id, worker_id: qa.worker_id, lease_token: qa.lease_token, payload: {} }]))).statusCode).toBe(400);
     await core.deps.executions.cancel(a.execution_id);
     await core.deps.executions.cancel(b.execution_id);
     (await core.broker.fetch({ max: 10, expiresMs: 200 })).forEach((m) => m.ack());
@@ -259,17 +274,61 @@ workbook:
     expect(await core.broker.fetch({ max: 1, expiresMs: 200 })).toEqual([]);
   });
 
-  it('a late call.done from a worker whose lease expired still completes the command once', async () => {
+  it('a late call.done from a worker whose lease was reclaimed and claimed again is refused (409); the new holder completes it once', async () => {
     const run = await core.deps.executions.start({ path: 't/chain1' });
     const c = await nextClaim('slow', 5);
     await core.db.pool.query(`UPDATE queue SET lease_until = now() - interval '1 second' WHERE queue_id = $1`, [c.queue_id]);
     expect((await core.sweeper.tick()).requeued).toBe(1);
     const c2 = await nextClaim('fast');
     expect(c2.queue_id).toBe(c.queue_id);
-    await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response: 'slow' } }]);
-    const dup = await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response: 'fast' } }]);
-    expect(dup.duplicates).toBe(1);
-    expect((await core.deps.executions.get(run.execution_id))?.result).toBe('slow');
+    expect(c2.lease_token).not.toBe(c.lease_token);
+    const late = await refusal(core.deps.executions.handleEvents([callDone(c, { response: 'slow' })]));
+    expect([late.statusCode, late.code]).toEqual([409, 'not_lease_holder']);
+    const ack = await core.deps.executions.handleEvents([callDone(c2, { response: 'fast' })]);
+    expect(ack.accepted).toBe(1);
+    // the holder's own retry of a call.done already recorded is a duplicate, not an error
+    expect((await core.deps.executions.handleEvents([callDone(c2, { response: 'fast' })])).duplicates).toBe(1);
+    expect((await core.deps.executions.get(run.execution_id))?.result).toBe('fast');
+  });
+
+  it('call.done and heartbeats are accepted only from the lease holder (worker_id + lease_token)', async () => {
+    const run = await core.deps.executions.start({ path: 't/chain1' });
+    const c = await nextClaim('holder');
+    expect(c.lease_token).toMatch(/^[\w-]{16,}$/);
+    const cases: Array<[string, WorkerEvent]> = [
+      ['another worker', { ...callDone(c, { response: 1 }), worker_id: 'intruder' }],
+      ['the right worker id, no token', { ...callDone(c, { response: 1 }), lease_token: undefined }],
+      ['the right worker id, a wrong token', { ...callDone(c, { response: 1 }), lease_token: 'guessed' }],
+      ['no queue_id', { execution_id: c.execution_id, step: c.step, name: 'call.done', worker_id: c.worker_id, lease_token: c.lease_token, payload: { response: 1 } }],
+    ];
+    for (const [what, ev] of cases) {
+      const r = await refusal(core.deps.executions.handleEvents([ev]));
+      expect([what, r.statusCode, r.code]).toEqual([what, 409, 'not_lease_holder']);
+    }
+    const hb = await refusal(core.deps.executions.heartbeat(c.queue_id, { worker_id: 'holder', lease_token: 'guessed' }));
+    expect([hb.statusCode, hb.code]).toEqual([409, 'not_owner']);
+    expect((await core.deps.executions.heartbeat(c.queue_id, { worker_id: 'holder', lease_token: c.lease_token })).lease_until).toBeDefined();
+    expect((await core.deps.executions.get(run.execution_id))?.status).toBe('running');
+    expect((await core.deps.executions.events(run.execution_id)).events.filter((e) => e.name === 'call.done')).toEqual([]);
+    expect((await core.deps.executions.handleEvents([callDone(c, { response: 1 })])).accepted).toBe(1);
+    expect((await core.deps.executions.get(run.execution_id))?.status).toBe('completed');
+    const stored = (await core.db.pool.query(`SELECT payload::text FROM event WHERE execution_id = $1`, [run.execution_id])).rows.map((r) => r.payload).join('\n');
+    expect(stored).not.toContain(c.lease_token); // the token is never stored in an event
+  });
+
+  it('a worker restarting with the same id releases its previous leases at once', async () => {
+    const run = await core.deps.executions.start({ path: 't/chain1' });
+    const c = await nextClaim('restarting', 3600);
+    expect(await core.deps.executions.releaseWorker('someone-else')).toEqual({ released: 0 });
+    expect(await core.deps.executions.releaseWorker('restarting')).toEqual({ released: 1 });
+    const [row] = await queueRows(run.execution_id);
+    expect([row.status, row.worker_id]).toEqual(['queued', null]);
+    const again = await nextClaim('restarting', undefined, run.execution_id);
+    expect(again.queue_id).toBe(c.queue_id);
+    const stale = await refusal(core.deps.executions.handleEvents([callDone(c, { response: 'old' })]));
+    expect(stale.statusCode).toBe(409);
+    await core.deps.executions.handleEvents([callDone(again, { response: 'new' })]);
+    expect((await core.deps.executions.get(run.execution_id))?.result).toBe('new');
   });
 
   it('vars: onVarsSet gets vars_set, loadVars reaches templates and the claim context', async () => {
@@ -303,7 +362,7 @@ workflow:
     // Answer item 1 only: the case rule breaks the loop while items 2..6 are still queued.
     const first = await nextClaim('w1', undefined, run.execution_id);
     expect(first.args).toBeDefined();
-    await core.deps.executions.handleEvents([{ execution_id: run.execution_id, step: 'start', name: 'call.done', queue_id: first.queue_id, payload: { response: { n: 1 } } }]);
+    await core.deps.executions.handleEvents([{ execution_id: run.execution_id, step: 'start', name: 'call.done', queue_id: first.queue_id, worker_id: first.worker_id, lease_token: first.lease_token, payload: { response: { n: 1 } } }]);
     const rows = await queueRows(run.execution_id);
     expect(rows.filter((r) => r.step === 'start').map((r) => r.status)).toEqual(['done', 'cancelled', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
     expect(rows.filter((r) => r.step === 'done').map((r) => r.status)).toEqual(['queued']);
@@ -385,17 +444,42 @@ workflow:
     }, { until: async () => n >= 1 });
     const viaLog = json(await core.executions.foldState(id));
     expect(json(await core.executions.loadState(id))).toEqual(viaLog); // process cache / snapshot path
-    const { rows } = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id]);
+    const { rows } = await core.db.pool.query('SELECT seq, state FROM execution_snapshot WHERE execution_id = $1', [id]);
     if (rows[0]) expect(json(await core.executions.foldState(id, rows[0].seq))).toEqual(rows[0].state);
     await core.executions.dropSnapshots(id);
     expect(json(await core.executions.loadState(id))).toEqual(viaLog); // rebuilt from the log alone
     await runWorker(core, echo, { until: () => terminal(core, id) });
     const rec = (await core.deps.executions.get(id))!;
     expect(rec.status).toBe('completed');
-    const snap = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id]);
+    const snap = await core.db.pool.query('SELECT seq, state FROM execution_snapshot WHERE execution_id = $1', [id]);
     const { events } = await core.deps.executions.events(id);
     expect(snap.rows[0].seq).toBe(events.at(-1)!.seq); // always written at the end
     expect(json(await core.executions.foldState(id))).toEqual(snap.rows[0].state);
+  });
+
+  it("a snapshot of the previous version (execution_state) is read, and never written: a rolling upgrade's old servers do not see the new layout", async () => {
+    const strict = await testCore(tdb.url, { snapshotEvery: 1, snapshotGrowth: 0, stateCacheSize: 0, serverName: 'upgrade' });
+    try {
+      const run = await strict.deps.executions.start({ path: 't/chain3' });
+      const id = run.execution_id;
+      let n = 0;
+      await runWorker(strict, (c) => {
+        n++;
+        return echo(c);
+      }, { until: async () => n >= 1 });
+      // as if an old server had written the latest snapshot
+      await strict.db.pool.query('INSERT INTO execution_state SELECT * FROM execution_snapshot WHERE execution_id = $1', [id]);
+      await strict.db.pool.query('DELETE FROM execution_snapshot WHERE execution_id = $1', [id]);
+      const old = (await strict.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id])).rows[0];
+      expect(old).toBeDefined();
+      await runWorker(strict, echo, { until: () => terminal(strict, id) });
+      expect((await strict.deps.executions.get(id))?.result).toMatchObject({ step: 's3', i: 3 });
+      expect((await strict.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id])).rows[0]).toEqual(old);
+      const { events } = await strict.deps.executions.events(id);
+      expect((await strict.db.pool.query('SELECT seq FROM execution_snapshot WHERE execution_id = $1', [id])).rows[0].seq).toBe(events.at(-1)!.seq);
+    } finally {
+      await strict.close();
+    }
   });
 
   it('a snapshot after every event and no process cache give the same execution', async () => {
@@ -408,7 +492,7 @@ workflow:
         n++;
         return echo(c);
       }, { until: async () => n >= 2 });
-      const { rows } = await strict.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [run.execution_id]);
+      const { rows } = await strict.db.pool.query('SELECT seq, state FROM execution_snapshot WHERE execution_id = $1', [run.execution_id]);
       const { events } = await strict.deps.executions.events(run.execution_id);
       expect(rows[0].seq).toBe(events.at(-1)!.seq);
       expect(json(await strict.executions.foldState(run.execution_id))).toEqual(rows[0].state);
@@ -478,7 +562,7 @@ workflow:
       // four workers; two talk to replica a, two to replica b; every call.done is also sent to the other replica (duplicates)
       const worker = (mine: ServerCore, other: ServerCore, id: string) => runWorker(mine, async (c) => {
         const r = await script(c);
-        await other.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: r as JsonObject }]);
+        await other.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token, payload: r as JsonObject }]);
         return r;
       }, { until: allDone, workerId: id, timeoutMs: 60_000 });
       const results = await Promise.all([worker(a, b, 'wa1'), worker(a, b, 'wa2'), worker(b, a, 'wb1'), worker(b, a, 'wb2')]);
@@ -498,7 +582,7 @@ workflow:
         const { rows } = await a.db.pool.query(`SELECT count(*) FILTER (WHERE status <> 'done') AS open, count(*) AS n FROM queue WHERE execution_id = $1`, [id]);
         expect(rows[0]).toEqual({ open: '0', n: String(issued.length) });
         expect(JSON.parse(JSON.stringify(await a.executions.foldState(id)))).toEqual(
-          (await a.db.pool.query('SELECT state FROM execution_state WHERE execution_id = $1', [id])).rows[0].state);
+          (await a.db.pool.query('SELECT state FROM execution_snapshot WHERE execution_id = $1', [id])).rows[0].state);
       }
     } finally {
       await a.stop();
@@ -526,7 +610,7 @@ workflow:
     try {
       // the worker finishes the command it had and reports to the new server
       ran.push(inFlight.step);
-      await c1.deps.executions.handleEvents([{ execution_id: inFlight.execution_id, step: inFlight.step, name: 'call.done', queue_id: inFlight.queue_id, payload: { response: { i: (inFlight.tool.args as JsonObject).i } } }]);
+      await c1.deps.executions.handleEvents([{ execution_id: inFlight.execution_id, step: inFlight.step, name: 'call.done', queue_id: inFlight.queue_id, worker_id: inFlight.worker_id, lease_token: inFlight.lease_token, payload: { response: { i: (inFlight.tool.args as JsonObject).i } } }]);
       m.ack();
       await runWorker(c1, script, { until: () => terminal(c1, run.execution_id), timeoutMs: 60_000 });
       const rec = (await c1.deps.executions.get(run.execution_id))!;

@@ -3,7 +3,7 @@
  * every event is recorded once, in order; each caller gets its own answer or error.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClaimedCommand, WorkerEvent } from '../../client/protocol.js';
+import type { ClaimedCommand, WorkerEvent } from '../../common/protocol.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import { AppError } from '../errors.js';
@@ -59,7 +59,7 @@ async function notifications(executionId: string, n: number): Promise<string[]> 
 }
 
 const done = (c: ClaimedCommand): WorkerEvent => ({
-  execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id,
+  execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token,
   payload: { response: (c.tool.args as { i: number }).i, meta: { duration_ms: 1 } },
 });
 
@@ -110,7 +110,7 @@ describe('group commit', () => {
     expect(rows).toEqual([{ status: 'done', n: 16 }]);
     // the log is the truth: folding it gives the state the group commits left
     const json = (v: unknown) => JSON.parse(JSON.stringify(v));
-    const snap = await core.db.pool.query('SELECT seq, state FROM execution_state WHERE execution_id = $1', [id]);
+    const snap = await core.db.pool.query('SELECT seq, state FROM execution_snapshot WHERE execution_id = $1', [id]);
     expect(snap.rows[0].seq).toBe(events.at(-1)!.seq);
     expect(json(await core.executions.foldState(id))).toEqual(snap.rows[0].state);
   });

@@ -9,8 +9,8 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { JsonObject } from '../../playbook/types.js';
 import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
-import { MemoryBroker } from '../broker/memory.js';
-import type { BrokerMessage } from '../broker/types.js';
+import { MemoryBroker } from '../../common/broker/memory.js';
+import type { BrokerMessage } from '../../common/broker/types.js';
 import { createServerCore, type ServerCore } from '../core.js';
 import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
 
@@ -111,7 +111,7 @@ workflow:
         m.working();
         const args = c.tool.args as JsonObject;
         const response: JsonObject = c.step === 'fan' ? { sq: (args.n as number) ** 2 } : { sum: (args.squares as JsonObject[]).reduce((t, x) => t + (x.sq as number), 0) };
-        await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, payload: { response } }]);
+        await core.deps.executions.handleEvents([{ execution_id: c.execution_id, step: c.step, name: 'call.done', queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token, payload: { response } }]);
         m.ack();
       }, { concurrency: 4 });
       const deadline = Date.now() + 20_000;
@@ -133,7 +133,7 @@ workflow:
 
   it('createServerCore accepts the HTTP layer config shape (broker: {url, stream, subject, consumer})', async () => {
     const n = uniqueBrokerNames('CFG');
-    const core = await createServerCore({ databaseUrl: tdb.url, broker: { url: BROKER_URL, ...n }, serverUrl: 'http://x', sweeper: false }, { logger: { info() {}, warn() {}, error() {} } });
+    const core = await createServerCore({ databaseUrl: tdb.url, broker: { url: BROKER_URL, ...n }, serverUrl: 'http://x', sweeper: false }, { logger: { debug() {}, info() {}, warn() {}, error() {} } });
     try {
       expect(core.broker.kind).toBe('jetstream');
       expect(core.broker.settings).toMatchObject({ stream: n.stream, subject: n.subject, consumer: n.consumer, maxDeliver: 3, ackWaitMs: 30_000, maxAgeMs: 3_600_000 });
@@ -187,7 +187,7 @@ workflow:
       m.ack();
       const c1 = await core.deps.executions.claim(m.data.queue_id, { worker_id: 'w' });
       expect(c1.attempt).toBe(1);
-      const ack = await core.deps.executions.handleEvents([{ execution_id: c1.execution_id, step: c1.step, name: 'call.done', queue_id: c1.queue_id, payload: { error: { status: 503, message: 'unavailable' } } }]);
+      const ack = await core.deps.executions.handleEvents([{ execution_id: c1.execution_id, step: c1.step, name: 'call.done', queue_id: c1.queue_id, worker_id: c1.worker_id, lease_token: c1.lease_token, payload: { error: { status: 503, message: 'unavailable' } } }]);
       expect(ack.commands).toBe(1);
       const { rows: [row] } = await core.db.pool.query(`SELECT * FROM queue WHERE execution_id = $1 AND status = 'queued'`, [run.execution_id]);
       expect(row.published_at).toBeNull(); // not due: not published at commit
@@ -203,7 +203,7 @@ workflow:
       m2.ack();
       const c2 = await core.deps.executions.claim(row.queue_id, { worker_id: 'w' });
       expect(c2.attempt).toBe(2);
-      await core.deps.executions.handleEvents([{ execution_id: c2.execution_id, step: c2.step, name: 'call.done', queue_id: c2.queue_id, payload: { response: { ok: 1 } } }]);
+      await core.deps.executions.handleEvents([{ execution_id: c2.execution_id, step: c2.step, name: 'call.done', queue_id: c2.queue_id, worker_id: c2.worker_id, lease_token: c2.lease_token, payload: { response: { ok: 1 } } }]);
       expect((await core.deps.executions.get(run.execution_id))?.status).toBe('completed');
     } finally {
       await core.stop();

@@ -5,20 +5,31 @@
  * row later (`publishDue`), so nothing is lost. Duplicated notifications are harmless: a claim of a
  * row already taken answers 409/410 and the worker acks.
  */
-import type { Broker } from '../broker/types.js';
+import type { Broker } from '../../common/broker/types.js';
+import type { CommandNotification } from '../../common/protocol.js';
+import { DEFAULT_POOL } from '../../playbook/types.js';
 import { metrics } from '../metrics.js';
-import type { Db } from '../services.js';
+import type { Db } from '../db.js';
 import * as queue from '../store/queue.js';
-import type { CoreLogger } from './types.js';
+import { type Logger } from '../../common/logger.js';
 
 export interface OutboxItem {
   queue_id: string;
   execution_id: string;
   step: string;
+  /** Worker pool: the notification goes to that pool's subject. */
+  pool: string;
 }
 
 /** After a failed publish, requests stop publishing inline for this long (the sweeper keeps trying). */
 const INLINE_PAUSE_MS = 5_000;
+
+/** The default pool's notifications carry no `pool`: the message is as it was before pools. */
+function notification(it: OutboxItem, serverUrl: string): CommandNotification {
+  const n: CommandNotification = { execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: serverUrl };
+  if (it.pool && it.pool !== DEFAULT_POOL) n.pool = it.pool;
+  return n;
+}
 
 export class Outbox {
   private lastWarn = 0;
@@ -28,7 +39,7 @@ export class Outbox {
     private readonly db: Db,
     private readonly broker: Broker,
     private readonly serverUrl: string,
-    private readonly log: CoreLogger,
+    private readonly log: Logger,
   ) {}
 
   /**
@@ -58,15 +69,14 @@ export class Outbox {
    * published, so replicas sweeping together share the work.
    */
   async publishDue(opts: { republishAfterMs: number; batch: number }): Promise<number> {
-    const outstanding = await this.broker.outstanding().catch(() => null);
-    const stale = outstanding === 0;
+    const quiet = await this.quietPools(opts.republishAfterMs);
     return this.db.tx(async (client) => {
       const { rows } = await client.query<OutboxItem>(
-        `SELECT queue_id, execution_id, step FROM queue
+        `SELECT queue_id, execution_id, step, pool FROM queue
           WHERE status = 'queued' AND available_at <= now()
-            AND (published_at IS NULL OR ($3 AND published_at < now() - make_interval(secs => $1)))
+            AND (published_at IS NULL OR (pool = ANY($3::text[]) AND published_at < now() - make_interval(secs => $1)))
           ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-        [opts.republishAfterMs / 1000, opts.batch, stale]);
+        [opts.republishAfterMs / 1000, opts.batch, quiet]);
       const ok = await this.send(rows);
       await queue.markPublished(client, ok);
       if (ok.length === rows.length) this.inlinePausedUntil = 0; // the broker is back
@@ -74,12 +84,23 @@ export class Outbox {
     });
   }
 
+  /**
+   * The pools with stale rows whose consumer has no notification waiting: only there has a
+   * notification been lost, so only there is republishing safe (a backlog is never multiplied).
+   */
+  private async quietPools(republishAfterMs: number): Promise<string[]> {
+    const pools = await queue.stalePools(this.db.pool, republishAfterMs / 1000).catch(() => [] as string[]);
+    const quiet: string[] = [];
+    for (const pool of pools) if ((await this.broker.outstanding(pool).catch(() => null)) === 0) quiet.push(pool);
+    return quiet;
+  }
+
   /** Publishes in order until the first failure; returns the queue ids published. */
   private async send(items: OutboxItem[]): Promise<string[]> {
     const ok: string[] = [];
     for (const it of items) {
       try {
-        await this.broker.publish({ execution_id: it.execution_id, queue_id: it.queue_id, step: it.step, server_url: this.serverUrl });
+        await this.broker.publish(notification(it, this.serverUrl));
         ok.push(it.queue_id);
         metrics.notificationsPublished.inc({ result: 'ok' });
       } catch (err) {

@@ -1,5 +1,5 @@
 /** QueueService (stats for the WorkerPool controller and /metrics) and RuntimeService. */
-import type { QueueStats } from '../../client/protocol.js';
+import type { QueueStats, QueueThroughput } from '../../common/protocol.js';
 import { badRequest } from '../errors.js';
 import type { Db, QueueService, RuntimeRegistration, RuntimeService } from '../services.js';
 import * as queue from '../store/queue.js';
@@ -7,8 +7,13 @@ import * as runtime from '../store/runtime.js';
 
 export class PgQueueService implements QueueService {
   constructor(private readonly db: Db) {}
-  stats(): Promise<QueueStats> {
-    return queue.stats(this.db.pool);
+  stats(pool?: string): Promise<QueueStats> {
+    return queue.stats(this.db.pool, pool);
+  }
+
+  async throughput(minutes: number): Promise<QueueThroughput> {
+    if (!Number.isInteger(minutes) || minutes < 1 || minutes > 1440) throw badRequest('minutes must be an integer 1-1440');
+    return { minutes: await queue.throughput(this.db.pool, minutes) };
   }
 }
 

@@ -3,10 +3,10 @@
  * a core on a fresh database and a scripted worker that does what the real worker does through the
  * services — pull a notification, claim, "run" the tool with a script, report call.done, ack.
  */
-import type { ClaimedCommand, WorkerEvent } from '../../client/protocol.js';
+import type { ClaimedCommand, WorkerEvent } from '../../common/protocol.js';
 import type { Json, JsonObject } from '../../playbook/types.js';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
-import type { Broker, BrokerMessage } from '../broker/types.js';
+import type { Broker, BrokerMessage } from '../../common/broker/types.js';
 import { createServerCore, type ServerCore, type ServerCoreConfig } from '../core.js';
 import { AppError } from '../errors.js';
 
@@ -85,11 +85,16 @@ async function handleOne(core: ServerCore, m: BrokerMessage, script: Script, wor
     return;
   }
   const ev: WorkerEvent = {
-    execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: workerId,
+    execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: workerId, lease_token: cmd.lease_token,
     payload: { ...(reply as JsonObject), meta: { duration_ms: 1, attempt: cmd.attempt, iteration: cmd.iteration } },
   };
   await ex.handleEvents([ev]);
   m.ack();
+}
+
+/** The call.done a lease holder sends for its command. */
+export function callDone(cmd: ClaimedCommand, payload: JsonObject): WorkerEvent {
+  return { execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token, payload };
 }
 
 export async function terminal(core: ServerCore, id: string): Promise<boolean> {

@@ -6,31 +6,30 @@
  *   latest live version returns that version (created=false); otherwise version = highest version
  *   ever used at the path + 1 (versions are never reused, even after a delete). Concurrent
  *   registrations of one path serialise on an advisory lock of the path.
+ * - ownership (issue 14): the first writer of a path claims it — a resource (`owner`) or an API
+ *   client (none); another writer gets 409 `owned_by_other` (server/ownership.ts). A path whose
+ *   versions are all removed is free again. Upgrade adoption: an operator from before ownership
+ *   registered without an owner; a resource that can name the latest version as the one it wrote
+ *   (`adoptVersion`, from its status) claims such an ownerless path instead of getting 409.
  * - remove is a soft delete of every version at the path: hidden from get/list, while executions
  *   already running keep reading their version by catalog_id. Registering again afterwards works.
  */
 import { createHash } from 'node:crypto';
+import type { ResourceOwner } from '../../common/protocol.js';
+import { checkClaim } from '../ownership.js';
 import { parsePlaybook } from '../../playbook/index.js';
+import { checkCatalogPath, normalizeCatalogPath } from '../../playbook/catalog-path.js';
 import type { Playbook, PlaybookIssue } from '../../playbook/types.js';
 import { badRequest, invalidPlaybook } from '../errors.js';
-import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterResult } from '../services.js';
+import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterResult, CatalogVersion } from '../services.js';
 import * as store from './catalog.js';
 import { parseId } from './sql.js';
+import { CATALOG_LIST_LIMIT } from '../../common/contract/catalog.js';
 
 /** Advisory lock namespace of catalog paths (two-int key space: never meets execution locks). */
 const CATALOG_LOCK_NS = 0x50464341; // 'PFCA'
 
-const PATH_RE = /^[A-Za-z0-9_][A-Za-z0-9_.@+-]*(\/[A-Za-z0-9_][A-Za-z0-9_.@+-]*)*$/;
-
-/** Checks a catalog path: segments of letters, digits and `_.-@+` separated by single slashes. */
-export function checkCatalogPath(path: string): string | null {
-  if (path.length === 0) return 'path is empty';
-  if (path.length > 512) return 'path is longer than 512 characters';
-  if (!PATH_RE.test(path) || path.split('/').some((s) => s === '.' || s === '..')) {
-    return `path '${path}' is not a catalog path: use segments of letters, digits, '_', '.', '-', '@', '+' separated by '/' (no leading or trailing '/')`;
-  }
-  return null;
-}
+export { checkCatalogPath };
 
 export class PgCatalogService implements CatalogService {
   constructor(
@@ -38,7 +37,7 @@ export class PgCatalogService implements CatalogService {
     private readonly parse: typeof parsePlaybook = parsePlaybook,
   ) {}
 
-  async register(content: string, path?: string): Promise<RegisterResult> {
+  async register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number): Promise<RegisterResult> {
     if (typeof content !== 'string' || content.trim() === '') throw badRequest('content must be the playbook YAML as a non-empty string');
     const parsed = this.parse(content);
     if (parsed.errors.length > 0 || !parsed.playbook) {
@@ -47,7 +46,7 @@ export class PgCatalogService implements CatalogService {
     }
     const playbook: Playbook = parsed.playbook;
     // The request's path, else metadata.path, else metadata.name (a playbook always has a name).
-    const target = (path ?? '').trim() || playbook.metadata.path?.trim() || playbook.metadata.name?.trim() || '';
+    const target = normalizeCatalogPath(path ?? '') || normalizeCatalogPath(playbook.metadata.path ?? '') || playbook.metadata.name?.trim() || '';
     if (!target) throw badRequest('no catalog path: give `path` in the request, or `metadata.path` or `metadata.name` in the playbook');
     const bad = checkCatalogPath(target);
     if (bad) throw badRequest(bad);
@@ -61,12 +60,18 @@ export class PgCatalogService implements CatalogService {
     return this.db.tx(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [CATALOG_LOCK_NS, target]);
       const latest = await store.latestLive(client, target);
+      const adopting = !!latest && !!owner && !latest.owner && adoptVersion !== undefined && latest.version === adoptVersion;
+      if (latest && !adopting) checkClaim(`catalog path '${target}'`, latest.owner, owner);
       if (latest && latest.content_hash === contentHash) {
         const { content_hash: _h, ...entry } = latest;
+        if (owner && (adopting || owner.uid !== latest.owner?.uid)) {
+          await store.setOwner(client, entry.catalog_id, owner);
+          entry.owner = owner;
+        }
         return { entry, created: false, warnings };
       }
       const version = (await store.maxVersion(client, target)) + 1;
-      const entry = await store.insert(client, { path: target, version, content, playbook: stored, contentHash });
+      const entry = await store.insert(client, { path: target, version, content, playbook: stored, contentHash, owner: owner ?? null });
       return { entry, created: true, warnings };
     });
   }
@@ -83,13 +88,28 @@ export class PgCatalogService implements CatalogService {
   }
 
   async list(opts: { prefix?: string; limit?: number; offset?: number } = {}): Promise<CatalogSummary[]> {
-    const limit = clampInt(opts.limit, 100, 1, 1000);
+    const limit = clampInt(opts.limit, CATALOG_LIST_LIMIT.default, 1, CATALOG_LIST_LIMIT.max);
     const offset = clampInt(opts.offset, 0, 0, Number.MAX_SAFE_INTEGER);
     return store.listLatest(this.db.pool, { prefix: opts.prefix, limit, offset });
   }
 
-  async remove(path: string): Promise<boolean> {
-    return store.softDelete(this.db.pool, path);
+  async remove(path: string, owner?: ResourceOwner): Promise<boolean> {
+    if (!owner) return store.softDelete(this.db.pool, path);
+    return this.db.tx(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [CATALOG_LOCK_NS, path]);
+      const latest = await store.latestLive(client, path);
+      if (!latest) return false;
+      checkClaim(`catalog path '${path}'`, latest.owner, owner);
+      return store.softDelete(client, path);
+    });
+  }
+
+  async versions(paths: string[]): Promise<Array<{ path: string; version: number; owner?: ResourceOwner }>> {
+    return paths.length ? store.latestVersions(this.db.pool, paths) : [];
+  }
+
+  async history(path: string): Promise<CatalogVersion[]> {
+    return store.listVersions(this.db.pool, path);
   }
 }
 

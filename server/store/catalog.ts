@@ -1,4 +1,5 @@
 /** SQL of the catalog table. */
+import type { ResourceOwner } from '../../common/protocol.js';
 import type { Playbook } from '../../playbook/types.js';
 import type { CatalogEntry, CatalogSummary } from '../services.js';
 import { iso, type Queryable } from './sql.js';
@@ -11,10 +12,14 @@ interface CatalogRow {
   payload: Playbook;
   content_hash: string;
   created_at: Date;
+  owner: ResourceOwner | null;
 }
 
 export function toEntry(r: CatalogRow): CatalogEntry {
-  return { catalog_id: r.catalog_id, path: r.path, version: r.version, content: r.content, playbook: r.payload, created_at: iso(r.created_at)! };
+  return {
+    catalog_id: r.catalog_id, path: r.path, version: r.version, content: r.content, playbook: r.payload, created_at: iso(r.created_at)!,
+    ...(r.owner ? { owner: r.owner } : {}),
+  };
 }
 
 export async function latestLive(q: Queryable, path: string): Promise<(CatalogEntry & { content_hash: string }) | null> {
@@ -42,11 +47,26 @@ export async function maxVersion(q: Queryable, path: string): Promise<number> {
   return rows[0]?.v ?? 0;
 }
 
-export async function insert(q: Queryable, e: { path: string; version: number; content: string; playbook: Playbook; contentHash: string }): Promise<CatalogEntry> {
+export async function insert(
+  q: Queryable, e: { path: string; version: number; content: string; playbook: Playbook; contentHash: string; owner: ResourceOwner | null },
+): Promise<CatalogEntry> {
   const { rows } = await q.query<CatalogRow>(
-    `INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
-    [e.path, e.version, e.content, JSON.stringify(e.playbook), e.contentHash]);
+    `INSERT INTO catalog (path, version, content, payload, content_hash, owner) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+    [e.path, e.version, e.content, JSON.stringify(e.playbook), e.contentHash, e.owner ? JSON.stringify(e.owner) : null]);
   return toEntry(rows[0]);
+}
+
+/** Records the owner's current uid on a row (a re-created resource adopting its predecessor's entry). */
+export async function setOwner(q: Queryable, catalogId: string, owner: ResourceOwner): Promise<void> {
+  await q.query('UPDATE catalog SET owner = $2 WHERE catalog_id = $1', [catalogId, JSON.stringify(owner)]);
+}
+
+/** Latest live version and owner of each of `paths` that exists (no content: the drift check's read). */
+export async function latestVersions(q: Queryable, paths: string[]): Promise<Array<{ path: string; version: number; owner?: ResourceOwner }>> {
+  const { rows } = await q.query<{ path: string; version: number; owner: ResourceOwner | null }>(
+    `SELECT DISTINCT ON (path) path, version, owner FROM catalog
+      WHERE path = ANY($1::text[]) AND deleted_at IS NULL ORDER BY path, version DESC`, [paths]);
+  return rows.map((r) => ({ path: r.path, version: r.version, ...(r.owner ? { owner: r.owner } : {}) }));
 }
 
 export async function listLatest(q: Queryable, opts: { prefix?: string; limit: number; offset: number }): Promise<CatalogSummary[]> {
@@ -65,6 +85,13 @@ export async function listLatest(q: Queryable, opts: { prefix?: string; limit: n
     if (description) s.description = description;
     return s;
   });
+}
+
+/** Every live version at a path, newest first (the console's version picker and diff). */
+export async function listVersions(q: Queryable, path: string): Promise<Array<{ catalog_id: string; version: number; created_at: string }>> {
+  const { rows } = await q.query<{ catalog_id: string; version: number; created_at: Date }>(
+    'SELECT catalog_id, version, created_at FROM catalog WHERE path = $1 AND deleted_at IS NULL ORDER BY version DESC', [path]);
+  return rows.map((r) => ({ catalog_id: r.catalog_id, version: r.version, created_at: iso(r.created_at)! }));
 }
 
 /** Soft delete of every version at a path; true when something was live. */

@@ -3,6 +3,8 @@
  * encryption, validation and shapes live in server/secrets/credentials.ts.
  */
 import type pg from 'pg';
+import type { ResourceOwner } from '../../common/protocol.js';
+import type { CredentialScope } from '../../common/secrets.js';
 
 export type Queryable = Pick<pg.Pool, 'query'>;
 
@@ -18,9 +20,12 @@ export interface CredentialRow {
   description: string | null;
   created_at: Date;
   updated_at: Date;
+  owner: ResourceOwner | null;
+  /** Which playbooks may use it (migration 212); null = all. */
+  scope: CredentialScope | null;
 }
 
-const COLS = 'id::text AS id, name, type, data_enc, key_id, schema, meta, tags, description, created_at, updated_at';
+const COLS = 'id::text AS id, name, type, data_enc, key_id, schema, meta, tags, description, created_at, updated_at, owner, scope';
 
 export interface UpsertCredential {
   name: string;
@@ -31,19 +36,38 @@ export interface UpsertCredential {
   meta: unknown;
   tags: string[];
   description: string | null;
+  owner: ResourceOwner | null;
+  /** undefined: keep the stored scope on update (none on insert); null: remove it. */
+  scope?: CredentialScope | null;
+  /** Claim an ownerless row this owner wrote before ownership existed (upgrade adoption). */
+  adopt?: boolean;
 }
 
-/** Insert or update by name; `created` tells which happened. Cached decrypted copies are dropped on update. */
-export async function upsertCredential(db: Queryable, c: UpsertCredential): Promise<{ row: CredentialRow; created: boolean }> {
+/**
+ * Insert, or update by name when the row's owner is the writer's (same kind/namespace/name, or
+ * both none); `created` tells which happened, `null` means another owner holds the name and
+ * nothing was written. Cached decrypted copies are dropped on update. With `adopt`, a row without
+ * owner whose meta records that this resource wrote it (`source: kubernetes`, its namespace and
+ * name: what the operator stored before ownership existed) is claimed too.
+ */
+export async function upsertCredential(db: Queryable, c: UpsertCredential): Promise<{ row: CredentialRow; created: boolean } | null> {
   const { rows } = await db.query<CredentialRow & { inserted: boolean }>(
-    `INSERT INTO credential (name, type, data_enc, key_id, schema, meta, tags, description)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8)
+    `INSERT INTO credential (name, type, data_enc, key_id, schema, meta, tags, description, owner, scope)
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10::jsonb)
      ON CONFLICT (name) DO UPDATE SET
        type = EXCLUDED.type, data_enc = EXCLUDED.data_enc, key_id = EXCLUDED.key_id, schema = EXCLUDED.schema,
-       meta = EXCLUDED.meta, tags = EXCLUDED.tags, description = EXCLUDED.description, updated_at = now()
+       meta = EXCLUDED.meta, tags = EXCLUDED.tags, description = EXCLUDED.description, owner = EXCLUDED.owner,
+       scope = CASE WHEN $11 THEN EXCLUDED.scope ELSE credential.scope END, updated_at = now()
+     WHERE (credential.owner - 'uid') IS NOT DISTINCT FROM (EXCLUDED.owner - 'uid')
+        OR ($12::boolean AND credential.owner IS NULL AND EXCLUDED.owner IS NOT NULL
+            AND credential.meta->>'source' = 'kubernetes'
+            AND credential.meta->>'namespace' = EXCLUDED.owner->>'namespace'
+            AND credential.meta->>'resource' = EXCLUDED.owner->>'name')
      RETURNING ${COLS}, (xmax = 0) AS inserted`,
-    [c.name, c.type, c.data_enc, c.key_id, JSON.stringify(c.schema ?? null), JSON.stringify(c.meta ?? {}), c.tags, c.description],
+    [c.name, c.type, c.data_enc, c.key_id, JSON.stringify(c.schema ?? null), JSON.stringify(c.meta ?? {}), c.tags, c.description,
+      c.owner ? JSON.stringify(c.owner) : null, c.scope ? JSON.stringify(c.scope) : null, c.scope !== undefined, c.adopt === true],
   );
+  if (!rows[0]) return null;
   const { inserted, ...row } = rows[0];
   if (!inserted) await db.query('DELETE FROM auth_cache WHERE credential_id = $1', [row.id]);
   return { row, created: inserted };
@@ -150,4 +174,27 @@ export async function deleteAuthCacheForExecution(db: Queryable, executionId: st
 export async function deleteExpiredAuthCache(db: Queryable): Promise<number> {
   const r = await db.query('DELETE FROM auth_cache WHERE expires_at <= now()');
   return r.rowCount ?? 0;
+}
+
+/** A command as the credential read path checks it: its lease and its execution's playbook. */
+export interface CommandLease {
+  queue_id: string;
+  status: string;
+  worker_id: string | null;
+  lease_token: string | null;
+  execution_id: string;
+  path: string;
+  /** Namespace of the Kubernetes resource owning the execution's catalog entry, if any. */
+  namespace: string | null;
+}
+
+export async function commandLease(db: Queryable, queueId: string): Promise<CommandLease | null> {
+  const { rows } = await db.query<CommandLease>(
+    `SELECT q.queue_id::text AS queue_id, q.status, q.worker_id, q.lease_token, q.execution_id::text AS execution_id,
+            e.path, c.owner ->> 'namespace' AS namespace
+       FROM queue q JOIN execution e ON e.execution_id = q.execution_id JOIN catalog c ON c.catalog_id = e.catalog_id
+      WHERE q.queue_id = $1`,
+    [queueId],
+  );
+  return rows[0] ?? null;
 }

@@ -7,6 +7,11 @@
  * or not the final SELECT reads them. They must not touch one row twice, so a command issued and
  * closed in the same write is inserted with its final status instead of inserted and then updated
  * (see `mergeCloses`).
+ *
+ * The step summaries are rows of `execution_step` (migration 260), not a jsonb column of the
+ * execution row: a write upserts only the summaries it changed, so its cost does not grow with the
+ * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
+ * upserting the others touch disjoint rows.
  */
 import type { Json } from '../../playbook/types.js';
 import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
@@ -19,6 +24,7 @@ export type CloseStatus = 'done' | 'failed' | 'cancelled';
 export interface EagerLease {
   queue_id: string;
   worker_id: string;
+  lease_token: string;
   lease_until: Date;
 }
 
@@ -34,6 +40,13 @@ export interface DecisionWrite {
   /** Open queue rows to close (call.done recorded → done/failed; made obsolete → cancelled). */
   closes: Array<{ command_id: number; status: CloseStatus }>;
   execution: { status: ExecutionStatus; result: Json | null; error: Json | null; steps: Record<string, StepSummary>; terminal: boolean };
+  /**
+   * The step summaries this write changed, when the caller knows `execution_step` holds all the
+   * others already (only these rows are upserted): a step changes two summaries of thousands, and
+   * serialising, sending and writing all of them made each step O(steps).
+   * Omitted: `execution.steps` replaces the execution's summaries (the others are deleted).
+   */
+  stepsChanged?: Record<string, StepSummary>;
   /** Folded state to cache as of `seq`; omitted: the snapshot row is left as it is. */
   snapshot?: { seq: number; state: unknown };
   /** New commands inserted leased (attempt 1) instead of queued, by command id. */
@@ -57,34 +70,43 @@ WITH ev AS (
    ORDER BY e.seq
 ), ins AS (
   INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
-                     attempts, worker_id, lease_until, heartbeat_at)
+                     attempts, worker_id, lease_token, lease_until, heartbeat_at, pool)
   SELECT COALESCE(c.queue_id, nextval(pg_get_serial_sequence('queue', 'queue_id'))), $1, c.command_id, c.step, c.cmd,
          GREATEST(COALESCE(c.max_deliveries, 3), 1), now() + make_interval(secs => c.delay_ms / 1000.0),
          COALESCE(c.status, CASE WHEN c.worker_id IS NULL THEN 'queued' ELSE 'leased' END),
          CASE WHEN c.status IS NULL THEN NULL ELSE now() END,
-         CASE WHEN c.worker_id IS NULL THEN 0 ELSE 1 END, c.worker_id,
-         CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END
+         CASE WHEN c.worker_id IS NULL THEN 0 ELSE 1 END, c.worker_id, c.lease_token,
+         CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END,
+         COALESCE(c.cmd->>'pool', 'default')
     FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
-                                            status text, queue_id bigint, worker_id text, lease_until timestamptz)
+                                            status text, queue_id bigint, worker_id text, lease_token text, lease_until timestamptz)
   ON CONFLICT (execution_id, command_id) DO NOTHING
-  RETURNING queue_id, step, command_id, status, status = 'queued' AND available_at <= now() AS due
+  RETURNING queue_id, step, command_id, pool, status, status = 'queued' AND available_at <= now() AS due
 ), cl AS (
   UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
     FROM jsonb_to_recordset($4::jsonb) AS c(command_id integer, status text)
    WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased')
   RETURNING queue.status
 ), snap AS (
-  INSERT INTO execution_state (execution_id, seq, state)
+  INSERT INTO execution_snapshot (execution_id, seq, state)
   SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL
   ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
+), st_gone AS (
+  DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step)
+), st AS (
+  INSERT INTO execution_step (execution_id, step, summary)
+  SELECT $1, s.key, s.value FROM jsonb_each($8::jsonb) AS s
+  ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary
+   WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary
 ), up AS (
-  UPDATE execution SET status = $5, result = $6, error = $7, steps = $8, updated_at = now(),
+  UPDATE execution SET status = $5, result = $6, error = $7,
+         updated_at = now(),
          finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
    WHERE execution_id = $1
   RETURNING updated_at, finished_at
 )
 SELECT up.updated_at, up.finished_at,
-       (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
+       (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'pool', ins.pool, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
        (SELECT count(*) FROM ins WHERE ins.status = 'cancelled') + (SELECT count(*) FROM cl WHERE cl.status = 'cancelled') AS cancelled
   FROM up`;
 
@@ -107,7 +129,7 @@ function mergeCloses(commands: Command[], closes: DecisionWrite['closes']) {
 }
 
 function leaseOf(l: EagerLease | undefined) {
-  return l ? { queue_id: l.queue_id, worker_id: l.worker_id, lease_until: l.lease_until.toISOString() } : {};
+  return l ? { queue_id: l.queue_id, worker_id: l.worker_id, lease_token: l.lease_token, lease_until: l.lease_until.toISOString() } : {};
 }
 
 export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<DecisionWritten> {
@@ -128,8 +150,9 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     text: SQL,
     values: [
       w.executionId, JSON.stringify(events), JSON.stringify(commands), JSON.stringify(updates),
-      x.status, x.result === null ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error), JSON.stringify(x.steps), x.terminal,
-      w.snapshot ? w.snapshot.seq : null, w.snapshot ? JSON.stringify(w.snapshot.state) : null,
+      x.status, x.result === null ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error),
+      JSON.stringify(w.stepsChanged ?? x.steps), x.terminal,
+      w.snapshot ? w.snapshot.seq : null, w.snapshot ? JSON.stringify(w.snapshot.state) : null, w.stepsChanged !== undefined,
     ],
   });
   const r = rows[0];

@@ -40,12 +40,68 @@ export async function list(q: Queryable, executionId: string, after = 0, limit?:
   return rows.map(toStored);
 }
 
+/**
+ * One page of an execution's log narrowed to a step and/or an event name (the console's step
+ * panel and vars tab): the (execution_id, seq) index walks the execution in order, the filter
+ * drops the rest, so a page costs at most one pass over that execution's rows.
+ */
+export async function listWhere(q: Queryable, executionId: string, f: { after: number; limit: number; step?: string; name?: string }): Promise<StoredEvent[]> {
+  const { rows } = await q.query<EventRow>(
+    `SELECT * FROM event WHERE execution_id = $1 AND seq > $2
+        AND ($3::text IS NULL OR step = $3) AND ($4::text IS NULL OR name = $4)
+      ORDER BY seq LIMIT $5`,
+    [executionId, f.after, f.step ?? null, f.name ?? null, f.limit]);
+  return rows.map(toStored);
+}
+
 export async function loadSnapshot<S>(q: Queryable, executionId: string): Promise<{ seq: number; state: S } | null> {
-  const { rows } = await q.query<{ seq: number; state: S }>('SELECT seq, state FROM execution_state WHERE execution_id = $1', [executionId]);
+  // execution_state: written by the previous version (flat loop lists), still read; the newer wins
+  const { rows } = await q.query<{ seq: number; state: S }>(
+    `SELECT seq, state FROM execution_snapshot WHERE execution_id = $1
+     UNION ALL SELECT seq, state FROM execution_state WHERE execution_id = $1
+     ORDER BY seq DESC LIMIT 1`, [executionId]);
   return rows[0] ?? null;
 }
 
 export async function dropSnapshot(q: Queryable, executionId?: string): Promise<void> {
-  if (executionId === undefined) await q.query('DELETE FROM execution_state');
-  else await q.query('DELETE FROM execution_state WHERE execution_id = $1', [executionId]);
+  for (const table of ['execution_snapshot', 'execution_state']) {
+    if (executionId === undefined) await q.query(`DELETE FROM ${table}`);
+    else await q.query(`DELETE FROM ${table} WHERE execution_id = $1`, [executionId]);
+  }
+}
+
+/** Per-step counts of an execution's log (GET /api/execution/{id}/steps): one aggregate, no payloads. */
+export interface StepCounts {
+  step: string;
+  /** Commands issued, claimed, answered (call.done), answered with an error. */
+  calls: number;
+  started: number;
+  done: number;
+  errors: number;
+  /** Items of the latest entry's loop and those finished since; null without a loop. */
+  loop_total: number | null;
+  loop_done: number;
+}
+
+export async function stepCounts(q: Queryable, executionId: string): Promise<StepCounts[]> {
+  const { rows } = await q.query<{ step: string; calls: string; started: string; done: string; errors: string; loop_total: number | null; loop_done: string }>(
+    `WITH entered AS (
+       SELECT DISTINCT ON (step) step, seq,
+              CASE WHEN jsonb_typeof(payload->'loop'->'items') = 'array' THEN jsonb_array_length(payload->'loop'->'items') END AS items
+         FROM event WHERE execution_id = $1 AND name = 'step.enter' ORDER BY step, seq DESC)
+     SELECT e.step,
+            count(*) FILTER (WHERE e.name = 'command_issued') AS calls,
+            count(*) FILTER (WHERE e.name = 'action_started') AS started,
+            count(*) FILTER (WHERE e.name = 'call.done') AS done,
+            count(*) FILTER (WHERE e.name = 'call.done' AND coalesce(e.payload->'error', 'null') <> 'null') AS errors,
+            max(en.items) AS loop_total,
+            count(*) FILTER (WHERE e.name = 'action_completed' AND e.seq > en.seq
+                               AND coalesce(e.payload->'effects'->'done'->'item', 'null') <> 'null') AS loop_done
+       FROM event e LEFT JOIN entered en ON en.step = e.step
+      WHERE e.execution_id = $1 AND e.step IS NOT NULL
+      GROUP BY e.step ORDER BY e.step`, [executionId]);
+  return rows.map((r) => ({
+    step: r.step, calls: Number(r.calls), started: Number(r.started), done: Number(r.done), errors: Number(r.errors),
+    loop_total: r.loop_total === null ? null : Number(r.loop_total), loop_done: Number(r.loop_done),
+  }));
 }

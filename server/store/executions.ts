@@ -17,10 +17,29 @@ export interface ExecutionRow {
   payload: JsonObject;
   result: Json | null;
   error: Json | null;
+  /** From `execution_step` (migration 260), aggregated by the reads below; absent after insert. */
   steps: Record<string, StepSummary>;
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  retries: number;
+  rerun_of: string | null;
+  schedule_id: string | null;
+  schedule_tick: Date | null;
+  hook_id?: string | null;
+  /** Held by a concurrency limit (migration 224). */
+  waiting?: boolean;
+  /** A failed child its parent's retry takes along (see markChildrenForRetry). */
+  retry_with_parent: boolean;
+}
+
+/** What started an execution besides a plain run request. */
+export interface ExecutionOrigin {
+  rerun_of?: string | null;
+  schedule_id?: string | null;
+  schedule_tick?: Date | null;
+  /** The webhook trigger whose delivery started it (migration 225). */
+  hook_id?: string | null;
 }
 
 export function toRecord(r: ExecutionRow): ExecutionRecord {
@@ -39,34 +58,81 @@ export function toRecord(r: ExecutionRow): ExecutionRecord {
     created_at: iso(r.created_at)!,
     updated_at: iso(r.updated_at)!,
     finished_at: iso(r.finished_at),
+    retries: r.retries ?? 0,
+    rerun_of: r.rerun_of ?? null,
+    schedule_id: r.schedule_id ?? null,
+    schedule_tick: iso(r.schedule_tick ?? null),
+    waiting: r.waiting ?? false,
+    hook_id: r.hook_id ?? null,
   };
 }
 
-export async function get(q: Queryable, executionId: string): Promise<ExecutionRow | null> {
-  const { rows } = await q.query<ExecutionRow>('SELECT * FROM execution WHERE execution_id = $1', [executionId]);
-  return rows[0] ?? null;
+/**
+ * The step summaries of execution `alias` as the one `{step: summary}` object the API returns
+ * (jsonb orders keys as the former `execution.steps` column did). Selected as `steps_now` and moved
+ * to `steps` by `current()`: the row's own `steps` column is what servers of the previous version
+ * write during a rolling upgrade, never read here.
+ */
+type RowWithSteps = ExecutionRow & { steps_now?: Record<string, StepSummary> };
+
+function current<R extends RowWithSteps | undefined>(r: R): R {
+  if (r) {
+    r.steps = r.steps_now ?? {};
+    delete r.steps_now;
+  }
+  return r;
+}
+
+/**
+ * json_object_agg, not jsonb_object_agg: PostgreSQL 15's jsonb aggregate rebuilds each value
+ * through its text form, 11 s for one 30 MB step result against 1 s here; node-postgres parses
+ * both types alike. The ORDER BY keeps the key order jsonb gave (shorter keys first, then bytes).
+ */
+function stepsOf(alias: string): string {
+  return `COALESCE((SELECT json_object_agg(s.step, s.summary ORDER BY length(s.step), s.step COLLATE "C") FROM execution_step s WHERE s.execution_id = ${alias}.execution_id), '{}'::json) AS steps_now`;
+}
+
+/**
+ * The execution row; `steps: false` leaves the summaries out (`steps` is then `{}`): the decision
+ * path takes them from the folded state, which they equal, instead of aggregating every row.
+ */
+export async function get(q: Queryable, executionId: string, opts: { steps?: boolean } = {}): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<RowWithSteps>(
+    opts.steps === false
+      ? `SELECT e.*, '{}'::jsonb AS steps_now FROM execution e WHERE e.execution_id = $1`
+      : `SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.execution_id = $1`, [executionId]);
+  return current(rows[0]) ?? null;
 }
 
 export async function insert(q: Queryable, e: {
   catalog_id: string; path: string; version: number; payload: JsonObject;
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;
-}): Promise<ExecutionRow> {
+  idempotency_key?: string | null;
+} & ExecutionOrigin): Promise<ExecutionRow> {
   const { rows } = await q.query<ExecutionRow>(
     `WITH id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v)
-     INSERT INTO execution (execution_id, catalog_id, path, version, payload, parent_execution_id, parent_command_id, parent_queue_id, root_execution_id)
-     SELECT id.v, $1, $2, $3, $4, $5, $6, $7, COALESCE($8::bigint, id.v) FROM id
+     INSERT INTO execution (execution_id, catalog_id, path, version, payload, parent_execution_id, parent_command_id, parent_queue_id, root_execution_id,
+                            rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
+     SELECT id.v, $1, $2, $3, $4, $5, $6, $7, COALESCE($8::bigint, id.v), $9, $10, $11, $12, $13 FROM id
      RETURNING *`,
-    [e.catalog_id, e.path, e.version, JSON.stringify(e.payload), e.parent_execution_id, e.parent_command_id, e.parent_queue_id, e.root_execution_id]);
+    [e.catalog_id, e.path, e.version, JSON.stringify(e.payload), e.parent_execution_id, e.parent_command_id, e.parent_queue_id, e.root_execution_id,
+      e.rerun_of ?? null, e.schedule_id ?? null, e.schedule_tick ?? null, e.idempotency_key ?? null, e.hook_id ?? null]);
   return rows[0];
 }
 
-export async function findChild(q: Queryable, parentExecutionId: string, parentCommandId: number): Promise<ExecutionRow | null> {
-  const { rows } = await q.query<ExecutionRow>(
-    'SELECT * FROM execution WHERE parent_execution_id = $1 AND parent_command_id = $2', [parentExecutionId, parentCommandId]);
-  return rows[0] ?? null;
+/** The execution a run request with this Idempotency-Key created, if any. */
+export async function findByIdempotencyKey(q: Queryable, key: string): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<RowWithSteps>(`SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.idempotency_key = $1`, [key]);
+  return current(rows[0]) ?? null;
 }
 
-export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?: string; limit: number; offset: number }): Promise<ExecutionRow[]> {
+export async function findChild(q: Queryable, parentExecutionId: string, parentCommandId: number): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<RowWithSteps>(
+    `SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.parent_execution_id = $1 AND e.parent_command_id = $2`, [parentExecutionId, parentCommandId]);
+  return current(rows[0]) ?? null;
+}
+
+export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?: string; parent?: string; limit: number; offset: number }): Promise<ExecutionRow[]> {
   const params: unknown[] = [opts.limit, opts.offset];
   const where: string[] = [];
   if (opts.status) {
@@ -77,9 +143,16 @@ export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?
     params.push(opts.path);
     where.push(`path = $${params.length}`);
   }
-  const { rows } = await q.query<ExecutionRow>(
-    `SELECT * FROM execution ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY execution_id DESC LIMIT $1 OFFSET $2`, params);
-  return rows;
+  if (opts.parent) {
+    params.push(opts.parent);
+    where.push(`parent_execution_id = $${params.length}`);
+  }
+  // the summaries are aggregated for the page only, after LIMIT
+  const { rows } = await q.query<RowWithSteps>(
+    `SELECT e.*, ${stepsOf('e')}
+       FROM (SELECT * FROM execution ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY execution_id DESC LIMIT $1 OFFSET $2) e
+      ORDER BY e.execution_id DESC`, params);
+  return rows.map(current);
 }
 
 /** Non-terminal children of terminal parents (a parent's end cancels what it no longer waits for). */
@@ -95,4 +168,49 @@ export async function openChildren(q: Queryable, parentExecutionId: string): Pro
   const { rows } = await q.query<{ execution_id: string }>(
     `SELECT execution_id FROM execution WHERE parent_execution_id = $1 AND status IN ('started', 'running') ORDER BY execution_id`, [parentExecutionId]);
   return rows.map((r) => r.execution_id);
+}
+
+/**
+ * A parent is retried: its failed or cancelled children started by the steps that run again are
+ * marked, so the re-issued playbook command of the same step and loop item resumes the child in
+ * place (findChildToRetry) instead of starting a new one.
+ */
+export async function markChildrenForRetry(q: Queryable, parentExecutionId: string, steps: string[]): Promise<void> {
+  if (steps.length === 0) return;
+  await q.query(
+    `UPDATE execution c SET retry_with_parent = true
+       FROM queue q
+      WHERE c.parent_execution_id = $1 AND c.status IN ('failed', 'cancelled')
+        AND q.execution_id = c.parent_execution_id AND q.command_id = c.parent_command_id AND q.step = ANY($2::text[])`,
+    [parentExecutionId, steps]);
+}
+
+/** The newest marked child of this parent for the same step and loop item (iteration). */
+export async function findChildToRetry(q: Queryable, parentExecutionId: string, step: string, iteration: number | null): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<RowWithSteps>(
+    `SELECT c.*, ${stepsOf('c')} FROM execution c
+       JOIN queue q ON q.execution_id = c.parent_execution_id AND q.command_id = c.parent_command_id
+      WHERE c.parent_execution_id = $1 AND c.retry_with_parent AND q.step = $2
+        AND (q.command->'iteration') IS NOT DISTINCT FROM $3::jsonb
+      ORDER BY c.execution_id DESC LIMIT 1`,
+    [parentExecutionId, step, iteration === null ? null : JSON.stringify(iteration)]);
+  return current(rows[0]) ?? null;
+}
+
+/** A resumed child now answers the parent's new command. */
+export async function relinkChild(q: Queryable, childExecutionId: string, parentCommandId: number, parentQueueId: string): Promise<void> {
+  await q.query(
+    'UPDATE execution SET parent_command_id = $2, parent_queue_id = $3 WHERE execution_id = $1',
+    [childExecutionId, parentCommandId, parentQueueId]);
+}
+
+/**
+ * Channel of the NOTIFY sent by the transaction that makes an execution terminal (payload: its
+ * id). PostgreSQL delivers it only when that transaction commits, to every listening session, so
+ * a waiter on any replica wakes for exactly the commit that ended the execution.
+ */
+export const EXECUTION_ENDED_CHANNEL = 'playflow_execution_ended';
+
+export async function notifyEnded(q: Queryable, executionId: string): Promise<void> {
+  await q.query({ name: 'playflow.notify_ended', text: 'SELECT pg_notify($1, $2)', values: [EXECUTION_ENDED_CHANNEL, executionId] });
 }

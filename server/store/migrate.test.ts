@@ -59,6 +59,39 @@ describe('migrations', () => {
     }
   });
 
+  it('260 moves the step summaries out of the execution row into execution_step, row for row', async () => {
+    const all = await loadMigrations();
+    const dir = await mkdtemp(path.join(tmpdir(), 'pfmig260-'));
+    for (const f of all.filter((m) => m.number < 260)) await writeFile(path.join(dir, f.file), f.sql);
+    const tdb3 = await createTestDatabase('pf_migrate_260');
+    const d = createDb(tdb3.url, { max: 1 });
+    try {
+      await migrate(d.pool, { dir });
+      const cat = await d.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('m/x', 1, '', '{}', 'h') RETURNING catalog_id`);
+      const steps = { a: { status: 'completed', runs: 1, result: { n: 1 } }, b: { status: 'running', runs: 2 } };
+      const ex = await d.pool.query(
+        `INSERT INTO execution (catalog_id, path, version, root_execution_id, steps) VALUES ($1, 'm/x', 1, 0, $2), ($1, 'm/x', 1, 0, '{}') RETURNING execution_id`,
+        [cat.rows[0].catalog_id, JSON.stringify(steps)]);
+      for (const f of all.filter((m) => m.number >= 260)) await writeFile(path.join(dir, f.file), f.sql);
+      expect(await migrate(d.pool, { dir })).toContain('260_execution_step');
+      const { rows } = await d.pool.query(
+        'SELECT execution_id, step, summary FROM execution_step ORDER BY execution_id, step');
+      expect(rows).toEqual([
+        { execution_id: ex.rows[0].execution_id, step: 'a', summary: steps.a },
+        { execution_id: ex.rows[0].execution_id, step: 'b', summary: steps.b },
+      ]);
+      // the column stays for servers of the previous version during a rolling upgrade
+      const col = await d.pool.query(`SELECT count(*) AS n FROM information_schema.columns WHERE table_name = 'execution' AND column_name = 'steps'`);
+      expect(col.rows[0].n).toBe('1');
+      // the summaries go with their execution
+      await d.pool.query('DELETE FROM execution WHERE execution_id = $1', [ex.rows[0].execution_id]);
+      expect((await d.pool.query('SELECT count(*) AS n FROM execution_step')).rows[0].n).toBe('0');
+    } finally {
+      await d.close();
+      await tdb3.drop();
+    }
+  });
+
   it('ids travel as strings', async () => {
     const d = open();
     const { rows } = await d.pool.query(`SELECT 9007199254740993::bigint AS big`);

@@ -14,6 +14,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { type Logger } from '../../common/logger.js';
 
 /** pg_advisory_lock(MIGRATION_LOCK[0], MIGRATION_LOCK[1]) — 'PFLW', 'MIGR'. */
 const MIGRATION_LOCK: [number, number] = [0x50464c57, 0x4d494752];
@@ -24,11 +25,6 @@ export interface MigrationFile {
   file: string;
   sql: string;
   checksum: string;
-}
-
-export interface MigrateLogger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
 }
 
 /**
@@ -60,7 +56,7 @@ export async function loadMigrations(dir = defaultMigrationsDir()): Promise<Migr
 }
 
 /** Applies every pending migration; returns the names applied by this call. */
-export async function migrate(pool: pg.Pool, opts: { dir?: string; logger?: MigrateLogger } = {}): Promise<string[]> {
+export async function migrate(pool: pg.Pool, opts: { dir?: string; logger?: Logger } = {}): Promise<string[]> {
   const files = await loadMigrations(opts.dir);
   const client = await pool.connect();
   const applied: string[] = [];

@@ -9,8 +9,8 @@
  * `execution:<child id>` and lease_until `infinity` until the child's result arrives.
  */
 import type { Command } from '../engine/contract.js';
-import type { QueueStats } from '../../client/protocol.js';
-import type { Queryable } from './sql.js';
+import type { QueueStats } from '../../common/protocol.js';
+import { idLiteral, type Queryable } from './sql.js';
 
 export type QueueStatus = 'queued' | 'leased' | 'done' | 'failed' | 'cancelled';
 
@@ -21,11 +21,15 @@ export interface QueueRow {
   step: string;
   command: Command;
   status: QueueStatus;
+  /** The worker pool that runs it ('default' unless the step or playbook names one). */
+  pool: string;
   attempts: number;
   max_deliveries: number;
   available_at: Date;
   lease_until: Date | null;
   worker_id: string | null;
+  /** Issued with the lease; heartbeats and call.done must present it (with worker_id). */
+  lease_token: string | null;
   heartbeat_at: Date | null;
   published_at: Date | null;
   created_at: Date;
@@ -37,6 +41,7 @@ export interface InsertedCommand {
   execution_id: string;
   step: string;
   command_id: number;
+  pool: string;
   /** available_at <= now at insertion: publish right after commit; later ones wait for the sweeper. */
   due: boolean;
 }
@@ -55,22 +60,44 @@ export async function getByCommand(q: Queryable, executionId: string, commandId:
  * Several claims in one statement (distinct queue ids; each its own worker and lease): the rows
  * that were queued and due, leased. Rows not returned were not claimable.
  */
-export async function claimMany(q: Queryable, claims: Array<{ queue_id: string; worker_id: string; lease_seconds: number }>): Promise<QueueRow[]> {
+export async function claimMany(q: Queryable, claims: Array<{ queue_id: string; worker_id: string; lease_seconds: number; lease_token: string }>): Promise<QueueRow[]> {
   if (claims.length === 0) return [];
   const { rows } = await q.query<QueueRow>(
-    `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id,
+    `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id, lease_token = c.lease_token,
             lease_until = now() + make_interval(secs => c.lease_seconds), heartbeat_at = now()
-       FROM jsonb_to_recordset($1::jsonb) AS c(queue_id bigint, worker_id text, lease_seconds double precision)
+       FROM jsonb_to_recordset($1::jsonb) AS c(queue_id bigint, worker_id text, lease_seconds double precision, lease_token text)
       WHERE queue.queue_id = c.queue_id AND queue.status = 'queued' AND queue.available_at <= now()
       RETURNING queue.*`, [JSON.stringify(claims)]);
   return rows;
 }
 
-export async function heartbeat(q: Queryable, queueId: string, workerId: string, leaseSeconds: number): Promise<Date | null> {
+/**
+ * Extends a lease held by (workerId, leaseToken). A lease that ran out but was not reclaimed yet is
+ * still its holder's: extending it then saves the call from running twice.
+ */
+export async function heartbeat(q: Queryable, queueId: string, workerId: string, leaseToken: string | null, leaseSeconds: number): Promise<Date | null> {
   const { rows } = await q.query<{ lease_until: Date }>(
     `UPDATE queue SET lease_until = now() + make_interval(secs => $3), heartbeat_at = now()
-      WHERE queue_id = $1 AND status = 'leased' AND worker_id = $2 RETURNING lease_until`, [queueId, workerId, leaseSeconds]);
+      WHERE queue_id = $1 AND status = 'leased' AND worker_id = $2 AND lease_token IS NOT DISTINCT FROM $4 RETURNING lease_until`,
+    [queueId, workerId, leaseSeconds, leaseToken]);
   return rows[0]?.lease_until ?? null;
+}
+
+/** The holders of some queue rows (read under the execution lock to check a call.done's lease). */
+export function holdersSql(queueIds: string[]): string {
+  const ids = queueIds.map(idLiteral).join(', ');
+  return `SELECT queue_id::text AS queue_id, worker_id, lease_token FROM queue WHERE queue_id IN (${ids})`;
+}
+
+/**
+ * Ends every lease of a worker id now (the worker restarted: whatever its previous process held
+ * will never be reported). Returns the rows, for the caller to reclaim under their execution lock.
+ */
+export async function expireWorkerLeases(q: Queryable, workerId: string): Promise<Array<{ queue_id: string; execution_id: string }>> {
+  const { rows } = await q.query<{ queue_id: string; execution_id: string }>(
+    `UPDATE queue SET lease_until = now() - interval '1 millisecond'
+      WHERE status = 'leased' AND worker_id = $1 RETURNING queue_id::text AS queue_id, execution_id::text AS execution_id`, [workerId]);
+  return rows;
 }
 
 /** Marks an open row finished (a call.done was recorded for it). */
@@ -99,7 +126,7 @@ export async function holdForChild(q: Queryable, queueId: string, childExecution
 /** Back to queued after an expired lease (the caller holds the execution lock and re-checked). */
 export async function requeue(q: Queryable, queueId: string): Promise<void> {
   await q.query(
-    `UPDATE queue SET status = 'queued', worker_id = NULL, lease_until = NULL, published_at = NULL, available_at = now()
+    `UPDATE queue SET status = 'queued', worker_id = NULL, lease_token = NULL, lease_until = NULL, published_at = NULL, available_at = now()
       WHERE queue_id = $1`, [queueId]);
 }
 
@@ -120,13 +147,41 @@ export async function expiredLeases(q: Queryable, limit: number): Promise<Array<
  * Depth for autoscaling: `queued` due and waiting, `leased` held by workers (rows held by a child
  * execution use no worker and are not counted), `delayed` not due yet.
  */
-export async function stats(q: Queryable): Promise<QueueStats> {
+/**
+ * Rows that finished in each of the last `minutes` whole minutes (the current one included),
+ * oldest first; minutes without any are zeros. Finished rows are those a worker's outcome closed
+ * (done) or that failed for good.
+ */
+export async function throughput(q: Queryable, minutes: number): Promise<Array<{ minute: string; done: number; failed: number }>> {
+  const { rows } = await q.query<{ minute: Date; done: string; failed: string }>(
+    `SELECT m.minute,
+            count(q.queue_id) FILTER (WHERE q.status = 'done') AS done,
+            count(q.queue_id) FILTER (WHERE q.status = 'failed') AS failed
+       FROM generate_series(date_trunc('minute', now()) - ($1::int - 1) * interval '1 minute',
+                            date_trunc('minute', now()), interval '1 minute') AS m(minute)
+       LEFT JOIN queue q
+         ON q.finished_at >= m.minute AND q.finished_at < m.minute + interval '1 minute'
+        AND q.status IN ('done', 'failed')
+      GROUP BY m.minute ORDER BY m.minute`, [minutes]);
+  return rows.map((r) => ({ minute: r.minute.toISOString(), done: Number(r.done), failed: Number(r.failed) }));
+}
+
+/** Pools with queued, due rows published longer ago than `seconds` (candidates for republishing). */
+export async function stalePools(q: Queryable, seconds: number): Promise<string[]> {
+  const { rows } = await q.query<{ pool: string }>(
+    `SELECT DISTINCT pool FROM queue
+      WHERE status = 'queued' AND available_at <= now() AND published_at < now() - make_interval(secs => $1)`, [seconds]);
+  return rows.map((r) => r.pool);
+}
+
+/** Depth of the open queue, of every pool or of one (the WorkerPool controller reads its pool's). */
+export async function stats(q: Queryable, pool?: string): Promise<QueueStats> {
   const { rows } = await q.query<{ queued: string; leased: string; delayed: string; oldest: number | null }>(
     `SELECT count(*) FILTER (WHERE status = 'queued' AND available_at <= now()) AS queued,
             count(*) FILTER (WHERE status = 'leased' AND worker_id NOT LIKE 'execution:%') AS leased,
             count(*) FILTER (WHERE status = 'queued' AND available_at > now()) AS delayed,
             EXTRACT(EPOCH FROM now() - min(available_at) FILTER (WHERE status = 'queued' AND available_at <= now()))::float8 AS oldest
-       FROM queue WHERE status IN ('queued', 'leased')`);
+       FROM queue WHERE status IN ('queued', 'leased') AND ($1::text IS NULL OR pool = $1)`, [pool ?? null]);
   const r = rows[0];
   return { queued: Number(r.queued), leased: Number(r.leased), delayed: Number(r.delayed), oldest_age_seconds: Math.max(0, Math.round((r.oldest ?? 0) * 1000) / 1000) };
 }

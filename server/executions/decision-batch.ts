@@ -1,0 +1,225 @@
+/**
+ * What one group-commit transaction accumulates while the engine decides on its requests in
+ * arrival order: the running state, the events and commands to write, the queue rows closed, the
+ * eager leases, and each caller's outcome. Nothing is written until finish: one write for all.
+ */
+import type pg from 'pg';
+import type { ClaimedCommand } from '../../common/protocol.js';
+import { DEFAULT_POOL, type JsonObject, type Playbook } from '../../playbook/types.js';
+import type { Command, Decision, EngineEvent, ExecutionStateView } from '../engine/contract.js';
+import { conflict, gone, notFound } from '../errors.js';
+import { metrics } from '../metrics.js';
+import type { ExecutionHooks } from '../services.js';
+import type { CloseStatus, EagerLease } from '../store/decision.js';
+import * as queueStore from '../store/queue.js';
+import type { QueueRow } from '../store/queue.js';
+import { claimedCommand, claimRefusal } from './claimed.js';
+import { keepUnchanged, type DecisionWriter } from './decision-write.js';
+import { isTerminal, newLeaseToken } from './helpers.js';
+import { claimRun } from './leases.js';
+import type { BatchItem, EagerClaim, EventOutcome, ItemOutcome, LeaseHolder, Loaded, Peek, TxCtx } from './tx-types.js';
+
+/** What a batch needs of the service: the engine on a loaded state, its cache hand-over, the hooks and the write. */
+export interface DecisionBatchDeps {
+  hooks: ExecutionHooks;
+  writer: DecisionWriter;
+  /** The engine's decision on `state` (which it may change in place: see handOver). */
+  handle(state: ExecutionStateView, playbook: Playbook, event: EngineEvent, now: number, externalVars: JsonObject): Decision;
+  /** Drops the cached state that shares the loaded steps map, before the engine changes it. */
+  handOver(executionId: string): void;
+}
+
+/** The transaction a batch runs in, the execution loaded under its lock, and what BEGIN brought back. */
+export interface DecisionBatchTx {
+  client: pg.PoolClient;
+  ctx: TxCtx;
+  loaded: Loaded;
+  /** The loaded state (the caller checked there is one). */
+  state: ExecutionStateView;
+  peek: Peek;
+  now: number;
+  externalVars: JsonObject;
+}
+
+type ClaimItem = Extract<BatchItem, { kind: 'claim' }>;
+type EventItem = Extract<BatchItem, { kind: 'event' }>;
+
+export class DecisionBatch {
+  private readonly client: pg.PoolClient;
+  private readonly ctx: TxCtx;
+  private readonly loaded: Loaded;
+  private readonly id: string;
+  private readonly now: number;
+  private readonly holders: Peek['holders'];
+  /** The state the batch started from (its steps map is what `touched` names changes of). */
+  private readonly start: ExecutionStateView;
+  private readonly wasTerminal: boolean;
+  private state: ExecutionStateView;
+  private externalVars: JsonObject;
+  /** A decision wrote vars: the next one reloads them. */
+  private varsChanged = false;
+  /** Steps whose summaries the batch's decisions changed; null when one did not say. */
+  private touched: Set<string> | null = new Set();
+  private readonly events: EngineEvent[] = [];
+  private readonly commands: Command[] = [];
+  /** Which caller's decision issued each command (its ack counts the rows inserted). */
+  private readonly issuedBy = new Map<number, EventOutcome>();
+  /** Queue rows this batch closes, first decision wins (like one-by-one: only open rows change). */
+  private readonly closes = new Map<number, CloseStatus>();
+  /** A decision appended events or issued commands: there is something to write. */
+  private changed = false;
+  private readonly outcomes: ItemOutcome[] = [];
+  /** Commands leased at insertion (eager claims), with the ids reserved for them in the prelude. */
+  private readonly leases = new Map<number, EagerLease>();
+  private readonly reserved: string[];
+  /** Leases taken for a run of consecutive claims (one UPDATE), by batch index. */
+  private readonly leased = new Map<number, QueueRow | null>();
+
+  constructor(private readonly s: DecisionBatchDeps, tx: DecisionBatchTx) {
+    this.client = tx.client;
+    this.ctx = tx.ctx;
+    this.loaded = tx.loaded;
+    this.id = tx.loaded.row.execution_id;
+    this.now = tx.now;
+    this.holders = tx.peek.holders;
+    this.reserved = [...tx.peek.queueIds];
+    this.start = tx.state;
+    this.state = tx.state;
+    this.externalVars = tx.externalVars;
+    this.wasTerminal = isTerminal(tx.loaded.row.status);
+  }
+
+  /**
+   * A claim: refused when the row was closed earlier in the batch (or the execution ended), or
+   * when the lease of its run of claims did not take it; else its `action_started` is decided.
+   */
+  async claim(batch: BatchItem[], index: number): Promise<void> {
+    const item = batch[index] as ClaimItem;
+    const closed = isTerminal(this.state.status) ? 'cancelled' : this.closes.get(item.commandId);
+    if (closed) return this.refuse(gone('finished', `queue entry ${item.queueId} is ${closed}`, { status: closed }));
+    if (!this.leased.has(index)) await claimRun(this.client, batch, index, this.closes, this.leased);
+    const claimed = this.leased.get(index) ?? null;
+    if (!claimed) {
+      const row = await queueStore.get(this.client, item.queueId);
+      return this.refuse(row ? claimRefusal(row, item.workerId) : notFound(`queue entry ${item.queueId} not found`));
+    }
+    metrics.commandsClaimed.inc();
+    await this.decide({
+      name: 'action_started', step: claimed.step, command_id: claimed.command_id,
+      payload: { queue_id: item.queueId, worker_id: item.workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
+    });
+    this.outcomes.push({ ok: true, value: this.claimedCommand(claimed) });
+  }
+
+  /** A worker's event: refused when it reports on a lease its sender does not hold; with claim_next, the eager claims. */
+  async event(item: EventItem): Promise<void> {
+    if (item.holder && !this.holds(item.holder)) {
+      return this.refuse(conflict('not_lease_holder', `queue entry ${item.holder.queueId} is not leased to this worker_id and lease_token; its call.done is refused`, { worker_id: item.holder.workerId }));
+    }
+    const { decision, outcome } = await this.decide(item.event);
+    if (item.claimNext) outcome.claimed = this.claimNext(decision.commands, item.claimNext);
+    this.outcomes.push({ ok: true, value: outcome });
+  }
+
+  /**
+   * Writes what the batch decided (or caches the state back when nothing changed) and returns
+   * each caller's outcome, in batch order.
+   */
+  async finish(): Promise<ItemOutcome[]> {
+    if (!this.changed) {
+      keepUnchanged(this.ctx, this.loaded);
+      return this.outcomes;
+    }
+    const { row, inserted } = await this.s.writer.write(this.client, this.ctx, this.loaded, {
+      state: this.state, events: this.events, commands: this.commands, closes: this.closes, now: this.now, leases: this.leases,
+      touched: this.touched ? { from: this.start.steps, names: this.touched } : undefined,
+    });
+    for (const c of inserted) {
+      const o = this.issuedBy.get(c.command_id);
+      if (o) o.commands++;
+    }
+    if (this.leases.size) {
+      // an eager claim holds only if its row went in leased: not skipped as a duplicate command,
+      // not closed by a later event of this batch
+      const ok = new Set(inserted.filter((c) => !this.closes.has(c.command_id)).map((c) => c.queue_id));
+      for (const o of this.outcomes) {
+        if (o.ok && 'claimed' in o.value && o.value.claimed) o.value.claimed = o.value.claimed.filter((c) => ok.has(String(c.queue_id)));
+      }
+    }
+    if (isTerminal(row.status) && !this.wasTerminal) await this.s.writer.ended(this.client, this.ctx, row);
+    return this.outcomes;
+  }
+
+  private refuse(err: unknown): void {
+    this.outcomes.push({ ok: false, err });
+  }
+
+  private holds(holder: LeaseHolder): boolean {
+    const h = this.holders.get(holder.queueId);
+    return !!h && h.worker_id !== null && h.worker_id === holder.workerId && h.lease_token !== null && h.lease_token === holder.leaseToken;
+  }
+
+  /** The engine on the running state; the decision's events, commands and closes join the batch's. */
+  private async decide(event: EngineEvent): Promise<{ decision: Decision; outcome: EventOutcome }> {
+    if (this.varsChanged) {
+      this.externalVars = await this.s.hooks.loadVars(this.client, this.id);
+      this.varsChanged = false;
+    }
+    this.s.handOver(this.id);
+    const decision = this.s.handle(this.state, this.loaded.playbook, event, this.now, this.externalVars);
+    this.touch(decision);
+    if (await this.s.writer.sideEffects(this.client, this.id, decision, this.closes)) this.varsChanged = true;
+    this.events.push(...decision.events);
+    const outcome: EventOutcome = { recorded: decision.events.length > 0, commands: 0 };
+    for (const c of decision.commands) {
+      this.commands.push(c);
+      this.issuedBy.set(c.command_id, outcome);
+    }
+    if (decision.events.length || decision.commands.length) this.changed = true;
+    this.state = decision.state;
+    return { decision, outcome };
+  }
+
+  /**
+   * Eager claims (claim_next): the due commands of the worker's pool that this decision issued
+   * are leased to it at insertion, up to `max` and the ids reserved in the prelude, each with its
+   * `action_started` decided now. finish drops the ones whose row did not go in leased.
+   */
+  private claimNext(issued: Command[], want: EagerClaim): ClaimedCommand[] {
+    const claimed: ClaimedCommand[] = [];
+    const now = this.now;
+    for (const c of issued) {
+      if (claimed.length >= want.max || this.reserved.length === 0 || isTerminal(this.state.status)) break;
+      if ((c.available_at ?? now) > now) continue;
+      if ((c.pool ?? DEFAULT_POOL) !== want.pool) continue; // another pool's workers run it
+      const lease: EagerLease = { queue_id: this.reserved.shift()!, worker_id: want.workerId, lease_token: newLeaseToken(), lease_until: new Date(now + want.lease * 1000) };
+      const started = this.s.handle(this.state, this.loaded.playbook, {
+        name: 'action_started', step: c.step, command_id: c.command_id,
+        payload: { queue_id: lease.queue_id, worker_id: lease.worker_id, delivery: 1, lease_until: lease.lease_until.toISOString() },
+      }, now, this.externalVars);
+      if (started.events.length === 0) continue;
+      this.touch(started);
+      this.events.push(...started.events);
+      this.state = started.state;
+      this.leases.set(c.command_id, lease);
+      metrics.commandsClaimed.inc();
+      const row: QueueRow = {
+        queue_id: lease.queue_id, execution_id: this.id, command_id: c.command_id, step: c.step, command: c, status: 'leased', attempts: 1, pool: c.pool ?? DEFAULT_POOL,
+        max_deliveries: c.max_deliveries ?? 3, available_at: new Date(now), lease_until: lease.lease_until, worker_id: lease.worker_id, lease_token: lease.lease_token,
+        heartbeat_at: new Date(now), published_at: null, created_at: new Date(now), finished_at: null,
+      };
+      claimed.push(this.claimedCommand(row));
+    }
+    return claimed;
+  }
+
+  private touch(d: Decision): void {
+    if (!d.changed_steps) this.touched = null;
+    else if (this.touched) for (const n of d.changed_steps) this.touched.add(n);
+  }
+
+  /** The worker's answer for a row it now holds, with the vars as the batch's decisions left them. */
+  private claimedCommand(row: QueueRow): ClaimedCommand {
+    return claimedCommand(this.loaded.playbook, this.loaded.row, row, { ...(this.state.vars ?? {}), ...this.externalVars });
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * Writing what the engine decided, inside the execution's transaction: the side effects of its
+ * events (vars through the hooks, queue rows it closes), the one-statement write of events, queue
+ * rows, closes, execution row and snapshot (store/decision.ts), and, when the execution ended, its
+ * queue closed, the terminal hook and the parent told. The one-by-one path (persist) and the group
+ * commit (decision-batch.ts) share it.
+ */
+import type pg from 'pg';
+import type { Json, JsonObject } from '../../playbook/types.js';
+import type { Command, Decision, EngineEvent, ExecutionStateView, StepSummary } from '../engine/contract.js';
+import { metrics } from '../metrics.js';
+import type { ExecutionHooks } from '../services.js';
+import * as execStore from '../store/executions.js';
+import type { ExecutionRow } from '../store/executions.js';
+import * as queueStore from '../store/queue.js';
+import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
+import type { Children } from './children.js';
+import { isObject, isTerminal } from './helpers.js';
+import { changedSteps, touchedSteps } from './steps-diff.js';
+import type { Applied, Loaded, TxCtx } from './tx-types.js';
+
+/** What the write needs of the service: its hooks, the parent's `call.done`, and the snapshot settings. */
+export interface DecisionWriterDeps {
+  hooks: ExecutionHooks;
+  children: Pick<Children, 'notifyParent'>;
+  snapshots: boolean;
+  snapshotEvery: number;
+  snapshotGrowth: number;
+}
+
+/** One write: the state after the decisions, what they appended and issued, and the rows they close. */
+export interface DecisionChanges {
+  state: ExecutionStateView;
+  events: EngineEvent[];
+  commands: Command[];
+  closes: Map<number, CloseStatus>;
+  now: number;
+  /** Commands leased at insertion (eager claims). */
+  leases?: Map<number, EagerLease>;
+  /** The step names the decisions changed, from the steps map they started with. */
+  touched?: { from: Record<string, StepSummary>; names: Iterable<string> };
+}
+
+/** Nothing was written: the loaded state goes back to the cache at commit (see handOver in service.ts). */
+export function keepUnchanged(ctx: TxCtx, loaded: Loaded): void {
+  if (loaded.state) ctx.cache.set(loaded.row.execution_id, { seq: loaded.seq, state: loaded.state, snapSeq: loaded.snapSeq, row: loaded.row });
+}
+
+export class DecisionWriter {
+  constructor(private readonly s: DecisionWriterDeps) {}
+
+  /** One decision on its own (start, an event one by one): its side effects, the write, the end. */
+  async persist(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, decision: Decision, now: number, externalVars: JsonObject): Promise<Applied> {
+    const id = loaded.row.execution_id;
+    if (decision.events.length === 0 && decision.commands.length === 0) {
+      keepUnchanged(ctx, loaded);
+      return { decision, recorded: false, inserted: [], row: loaded.row, externalVars };
+    }
+    const closes = new Map<number, CloseStatus>();
+    await this.sideEffects(client, id, decision, closes);
+    const wasTerminal = isTerminal(loaded.row.status) && !decision.events.some((e) => e.name === 'execution_retried');
+    const { row, inserted } = await this.write(client, ctx, loaded, {
+      state: decision.state, events: decision.events, commands: decision.commands, closes, now,
+      touched: loaded.state && decision.changed_steps ? { from: loaded.state.steps, names: decision.changed_steps } : undefined,
+    });
+    if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
+    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+  }
+
+  /**
+   * What a decision's events do besides being appended: `vars_set` persists through the hooks; a
+   * recorded `call.done` closes its queue row (done, or failed when it carries an error); commands
+   * the decision made obsolete (loop items after an early break, the open calls of a failed or
+   * skipped step) are cancelled, so no worker starts them and a running one is told 410 on its next
+   * heartbeat. The first close of a row wins, as one by one. Returns whether vars were written.
+   */
+  async sideEffects(client: pg.PoolClient, id: string, decision: Decision, closes: Map<number, CloseStatus>): Promise<boolean> {
+    let varsWritten = false;
+    for (const ev of decision.events) {
+      if (ev.name === 'vars_set') {
+        const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
+        await this.s.hooks.onVarsSet(client, id, variables, ev.step ?? '');
+        varsWritten = true;
+      } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
+        const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
+        if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
+        metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
+      }
+    }
+    for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
+    return varsWritten;
+  }
+
+  /**
+   * Writes a decision's (or a batch's) events, new queue rows, closes, the execution row and, when
+   * due, the snapshot in one statement. Notifications, the cache entry and the queue rows' ids
+   * wait in ctx for the commit.
+   */
+  async write(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, c: DecisionChanges): Promise<{ row: ExecutionRow; inserted: queueStore.InsertedCommand[] }> {
+    const { state, events } = c;
+    const id = loaded.row.execution_id;
+    const seq = loaded.seq + events.length;
+    const terminal = isTerminal(state.status);
+    const spacing = Math.max(this.s.snapshotEvery, Math.floor(loaded.snapSeq * this.s.snapshotGrowth));
+    const snapshot = this.s.snapshots && (terminal || seq - loaded.snapSeq >= spacing) ? { seq, state } : undefined;
+    const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
+    const written = await writeDecision(client, {
+      executionId: id, firstSeq: loaded.seq + 1, events, commands: c.commands, nowMs: c.now,
+      closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases,
+      // the same map before and after (REUSE_STEPS): only the engine's names tell what changed
+      stepsChanged: touchedSteps(loaded.row.steps, execution.steps, c.touched) ??
+        (loaded.row.steps === execution.steps ? undefined : changedSteps(loaded.row.steps, execution.steps)),
+    });
+    if (written.inserted.length) metrics.commandsIssued.inc(written.inserted.length);
+    if (written.cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, written.cancelled);
+    for (const q of written.inserted) {
+      if (q.due) ctx.toPublish.push({ queue_id: q.queue_id, execution_id: id, step: q.step, pool: q.pool });
+      ctx.queueRows.push(q);
+    }
+    const row: ExecutionRow = {
+      ...loaded.row, status: execution.status, result: execution.result, error: execution.error, steps: execution.steps,
+      updated_at: written.updated_at, finished_at: written.finished_at,
+    };
+    if (snapshot) loaded.snapSeq = seq;
+    loaded.row = row;
+    loaded.state = state;
+    loaded.seq = seq;
+    ctx.cache.set(id, { seq, state, snapSeq: loaded.snapSeq, row });
+    return { row, inserted: written.inserted };
+  }
+
+  /** The execution became terminal in this transaction: close its queue, hook, tell the parent. */
+  async ended(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): Promise<void> {
+    const id = row.execution_id;
+    const cancelled = await queueStore.cancelOpen(client, id);
+    if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
+    await this.s.hooks.onExecutionTerminal(client, { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status });
+    metrics.executions.inc({ status: row.status });
+    await execStore.notifyEnded(client, id); // wakes long polls (executions/waiters.ts) on every replica at commit
+    ctx.terminated.push(id);
+    if (row.parent_execution_id && row.parent_command_id !== null) await this.s.children.notifyParent(client, ctx, row);
+  }
+}

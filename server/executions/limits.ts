@@ -1,0 +1,133 @@
+/**
+ * Per-playbook concurrency limits (`concurrency: {limit: N}` in a playbook). A root execution of a
+ * limited path is stored waiting (status `started`, no events); the admitter starts waiting ones,
+ * oldest first, while fewer than N executions of the path run. Admission of a path happens under a
+ * PostgreSQL advisory lock of that path (try-lock: a replica already admitting it does the work),
+ * the count is read under that lock, and each admission commits before the lock is released, so
+ * several server replicas never run more than N. Children (`playbook` tool) are never held: a
+ * parent waiting for a child that waits for a slot its parent holds would deadlock.
+ */
+import type { Playbook } from '../../playbook/types.js';
+import type { Db } from '../services.js';
+import type { Queryable } from '../store/sql.js';
+import type { ExecutionRow } from '../store/executions.js';
+
+/** What the admitter logs with (any of the server's loggers). */
+export interface AdmitterLogger {
+  warn(obj: object, msg: string): void;
+}
+
+/** The advisory-lock class of path admissions (two-int4 key space, apart from the execution locks). */
+const LOCK_CLASS = 0x706c6663; // 'plfc'
+
+export function limitOf(playbook: Playbook | undefined): number | null {
+  const limit = playbook?.concurrency?.limit;
+  return typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 ? limit : null;
+}
+
+export async function hold(q: Queryable, executionId: string): Promise<void> {
+  await q.query('UPDATE execution SET waiting = true WHERE execution_id = $1', [executionId]);
+}
+
+/** The waiting execution, no longer waiting (caller holds its execution lock); null when it was not waiting. */
+export async function release(q: Queryable, executionId: string): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<ExecutionRow>(
+    `UPDATE execution SET waiting = false, updated_at = now() WHERE execution_id = $1 AND waiting AND status = 'started' RETURNING *`, [executionId]);
+  return rows[0] ?? null;
+}
+
+/** Cancels a waiting execution (it never started: no events); null when it was not waiting. */
+export async function cancelWaiting(q: Queryable, executionId: string): Promise<ExecutionRow | null> {
+  const { rows } = await q.query<ExecutionRow>(
+    `UPDATE execution SET waiting = false, status = 'cancelled', error = $2::jsonb, finished_at = now(), updated_at = now()
+      WHERE execution_id = $1 AND waiting RETURNING *`, [executionId, JSON.stringify({ message: 'cancelled while waiting for a concurrency slot' })]);
+  return rows[0] ?? null;
+}
+
+export interface AdmitterOptions {
+  db: Db;
+  /** Starts one waiting execution in its own transaction; false when it was no longer waiting. */
+  admit(executionId: string): Promise<boolean>;
+  /** The limit of the playbook version an execution runs. */
+  limitOfCatalog(catalogId: string): Promise<number | null>;
+  intervalMs?: number;
+  logger?: AdmitterLogger;
+}
+
+export class Admitter {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+  private readonly log: AdmitterLogger;
+
+  constructor(private readonly o: AdmitterOptions) {
+    this.log = o.logger ?? { warn() {} };
+  }
+
+  start(): void {
+    this.stopped = false;
+    if (this.timer) return;
+    this.timer = setInterval(() => this.kick(), this.o.intervalMs ?? 250);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Runs a pass now (or right after the one in flight). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.pass();
+        } catch (err) {
+          this.log.warn({ err: String((err as Error)?.message ?? err) }, 'admitting waiting executions failed; the next pass retries');
+        }
+      } while (this.again && !this.stopped);
+    })().finally(() => {
+      this.running = null;
+    });
+  }
+
+  /** One admission round over every path with waiting executions; returns how many started. */
+  async pass(): Promise<number> {
+    const { rows } = await this.o.db.pool.query<{ path: string }>('SELECT DISTINCT path FROM execution WHERE waiting');
+    let started = 0;
+    for (const { path } of rows) started += await this.admitPath(path);
+    return started;
+  }
+
+  private async admitPath(path: string): Promise<number> {
+    return this.o.db.tx(async (client) => {
+      const { rows: [lock] } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [LOCK_CLASS, path]);
+      if (!lock.ok) return 0; // another replica admits this path now
+      const { rows: [c] } = await client.query<{ running: string }>(
+        `SELECT count(*) AS running FROM execution WHERE path = $1 AND status IN ('started', 'running') AND NOT waiting`, [path]);
+      const { rows: waiting } = await client.query<{ execution_id: string; catalog_id: string }>(
+        'SELECT execution_id, catalog_id FROM execution WHERE path = $1 AND waiting ORDER BY execution_id LIMIT 1000', [path]);
+      let running = Number(c.running);
+      let started = 0;
+      for (const w of waiting) {
+        // the limit of the version it runs (a new version may change the limit)
+        const limit = (await this.o.limitOfCatalog(w.catalog_id)) ?? Number.POSITIVE_INFINITY;
+        if (running >= limit) break; // FIFO: nobody overtakes the oldest waiting execution
+        if (await this.o.admit(w.execution_id)) {
+          running++;
+          started++;
+        }
+      }
+      return started;
+    });
+  }
+}

@@ -1,0 +1,67 @@
+/** The execution service's internal shapes: a transaction's context, a loaded execution, the group commit's items. */
+import type { ClaimedCommand } from '../../common/protocol.js';
+import type { JsonObject, Playbook } from '../../playbook/types.js';
+import type { Decision, EngineEvent, ExecutionStateView } from '../engine/contract.js';
+import type { ExecutionRow } from '../store/executions.js';
+import type * as queueStore from '../store/queue.js';
+import type { OutboxItem } from './outbox.js';
+
+export interface TxCtx {
+  toPublish: OutboxItem[];
+  /** Queue rows inserted (their ids are remembered once the transaction committed). */
+  queueRows: queueStore.InsertedCommand[];
+  /** States to put in the process cache once the transaction committed. */
+  cache: Map<string, CachedState>;
+  /** Executions that became terminal in this transaction (their children are cancelled after commit). */
+  terminated: string[];
+}
+
+export interface CachedState {
+  seq: number;
+  state: ExecutionStateView;
+  snapSeq: number;
+  /** The execution row as this process last wrote it (its mutable columns follow the state). */
+  row: ExecutionRow;
+}
+
+export interface QueueRef {
+  execution_id: string;
+  command_id: number;
+  step: string;
+}
+
+export interface Loaded {
+  row: ExecutionRow;
+  state: ExecutionStateView | undefined;
+  seq: number;
+  /** seq of the stored snapshot (0: none). */
+  snapSeq: number;
+  playbook: Playbook;
+}
+
+export interface Applied {
+  decision: Decision;
+  recorded: boolean;
+  inserted: queueStore.InsertedCommand[];
+  row: ExecutionRow;
+  externalVars: JsonObject;
+}
+
+/** What one caller of the group commit waits for. */
+export type BatchRequest =
+  | { kind: 'event'; event: EngineEvent; claimNext?: EagerClaim; holder?: LeaseHolder }
+  | { kind: 'claim'; queueId: string; commandId: number; workerId: string; lease: number };
+/** Who reports a call.done: checked against the queue row's lease under the execution lock. */
+export interface LeaseHolder { queueId: string; workerId: string | null; leaseToken: string | null }
+export type BatchItem = BatchRequest & { resolve: (v: any) => void; reject: (e: unknown) => void };
+/** An event's share of a group commit (its EventsAck counts, and its eager claims). */
+export interface EventOutcome { recorded: boolean; commands: number; claimed?: ClaimedCommand[] }
+/** claim_next of an events request, validated. */
+export interface EagerClaim { workerId: string; lease: number; max: number; pool: string }
+
+/**
+ * What BEGIN brought back (see prelude): the log's last seq, the API vars when the hooks can send
+ * their query with it, and queue ids reserved for eager claims.
+ */
+export interface Peek { lastSeq: number; vars?: JsonObject; queueIds: string[]; holders: Map<string, { worker_id: string | null; lease_token: string | null }> }
+export type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };
