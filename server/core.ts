@@ -12,18 +12,23 @@
  * ensured lazily and notifications are republished by the sweeper once it is back.
  */
 import { hostname } from 'node:os';
-import { createBroker, type Broker, type BrokerSettings } from './broker/index.js';
+import { createBroker, type Broker, type BrokerSettings } from '../common/broker/index.js';
 import { createDb, type ClosableDb } from './db.js';
 import { engine as defaultEngine } from './engine/index.js';
 import type { Engine } from './engine/contract.js';
 import { Outbox } from './executions/outbox.js';
 import { PgQueueService, PgRuntimeService } from './executions/queue-runtime.js';
 import { PgExecutionService } from './executions/service.js';
-import { silentCoreLogger, type CoreLogger } from './executions/types.js';
+import { ExecutionWaiters } from './executions/waiters.js';
 import type { Db, ExecutionHooks, ServerDeps } from './services.js';
 import { PgCatalogService } from './store/catalog-service.js';
 import { migrate } from './store/migrate.js';
+import { ScheduleService } from './schedules/service.js';
+import { ScheduleTicker } from './schedules/ticker.js';
+import { Admitter } from './executions/limits.js';
+import { sweepRetention } from './store/retention.js';
 import { Sweeper, type SweeperTask } from './sweeper.js';
+import { type Logger, silentLogger } from '../common/logger.js';
 
 export interface ServerCoreConfig {
   databaseUrl: string;
@@ -45,6 +50,12 @@ export interface ServerCoreConfig {
   republishAfterMs?: number;
   /** false: no sweeper (tests drive `core.sweeper.tick()` themselves). Default true. */
   sweeper?: boolean;
+  /** false: no schedule ticker in this process. Default true. */
+  scheduler?: boolean;
+  /** Pass period of the schedule ticker (default 500 ms). */
+  scheduleIntervalMs?: number;
+  /** Executions that ended more than this many days ago are deleted by the sweeper (unset: kept). */
+  retentionDays?: number;
   /** Runtime name of this server, default `<hostname>-<pid>`. */
   serverName?: string;
   poolSize?: number;
@@ -58,7 +69,7 @@ export interface ServerCoreConfig {
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
   engine?: Engine<any>;
-  logger?: CoreLogger;
+  logger?: Logger;
 }
 
 export interface ServerCore {
@@ -68,21 +79,41 @@ export interface ServerCore {
   executions: PgExecutionService;
   outbox: Outbox;
   sweeper: Sweeper;
+  schedules: ScheduleService;
+  ticker: ScheduleTicker;
+  /** The LISTEN session that wakes requests waiting for an execution to end. */
+  waiters: ExecutionWaiters;
   serverName: string;
   /** Broker ensure (failure logged, retried lazily), runtime registration, sweeper. Idempotent. */
   start(): Promise<void>;
+  /**
+   * The first step of a stop whose database is going away too (`playflow dev` on Ctrl-C, which the
+   * terminal also sends to its embedded PostgreSQL): background work ends and lost connections are
+   * expected from now on; requests are still served until stop().
+   */
+  quiesce(): Promise<void>;
   stop(): Promise<void>;
   /** Same as stop. */
   close(): Promise<void>;
 }
 
-export async function createServerCore(config: ServerCoreConfig, opts: { logger?: CoreLogger; hooks?: ExecutionHooks } = {}): Promise<ServerCore> {
-  const log = opts.logger ?? config.logger ?? silentCoreLogger;
+export async function createServerCore(config: ServerCoreConfig, opts: { logger?: Logger; hooks?: ExecutionHooks } = {}): Promise<ServerCore> {
+  const log = opts.logger ?? config.logger ?? silentLogger;
   const brokerUrl = config.brokerUrl ?? config.broker?.url;
   if (!config.brokerInstance && !brokerUrl) throw new Error('createServerCore: brokerUrl (or broker.url) is required');
   const serverName = config.serverName ?? `${hostname()}-${process.pid}`;
 
-  const db = createDb(config.databaseUrl, { max: config.poolSize ?? 10, applicationName: `playflow-server ${serverName}`.slice(0, 63) });
+  // Set when stop() begins: a connection the database ends while this server shuts down (playflow
+  // dev stops its embedded PostgreSQL right after) is expected, not worth a warning.
+  let stopping = false;
+  const db = createDb(config.databaseUrl, {
+    max: config.poolSize ?? 10,
+    applicationName: `playflow-server ${serverName}`.slice(0, 63),
+    onConnectionError: (err) => {
+      if (stopping) log.debug?.({ err: err.message }, 'database connection ended while the server stops');
+      else log.warn({ err: err.message }, 'database connection lost; requests that needed it answer 503 and are retried');
+    },
+  });
   try {
     await migrate(db.pool, { logger: log });
   } catch (err) {
@@ -104,8 +135,17 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
     snapshotEvery: config.snapshotEvery, snapshotGrowth: config.snapshotGrowth, stateCacheSize: config.stateCacheSize,
     defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds,
   });
+  const admitter = new Admitter({
+    db, logger: log, admit: (id) => executions.admit(id), limitOfCatalog: (id) => executions.concurrencyLimit(id),
+  });
+  executions.onWaiting = () => admitter.kick();
   const runtime = new PgRuntimeService(db);
+  const waiters = new ExecutionWaiters({ connectionString: config.databaseUrl, applicationName: `playflow-listen ${serverName}`, logger: log });
+  const schedules = new ScheduleService(db);
+  const ticker = new ScheduleTicker({ db, executions, logger: log, intervalMs: config.scheduleIntervalMs });
   const deps: ServerDeps = {
+    stopping: () => stopping,
+    schedules,
     db,
     catalog: new PgCatalogService(db),
     executions,
@@ -113,17 +153,21 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
     runtime,
     serverUrl: config.serverUrl,
     broker,
+    waiters,
   };
   const sweeper = new Sweeper({
     db, executions, outbox, runtime, serverName, logger: log,
     intervalMs: config.sweeperIntervalMs, republishAfterMs: config.republishAfterMs,
-    tasks: config.sweeperTasks?.(db),
+    tasks: [
+      ...(config.sweeperTasks?.(db) ?? []),
+      ...(config.retentionDays ? [{ name: 'retention', intervalMs: 60_000, run: () => sweepRetention(db.pool, config.retentionDays!) }] : []),
+    ],
   });
 
   let started = false;
   let stopped: Promise<void> | null = null;
   const core: ServerCore = {
-    deps, db, broker, executions, outbox, sweeper, serverName,
+    deps, db, broker, executions, outbox, sweeper, schedules, ticker, waiters, serverName,
     async start() {
       if (started) return;
       started = true;
@@ -132,11 +176,23 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
       } catch (err) {
         log.warn({ err: String((err as Error)?.message ?? err) }, 'broker not ready at start; notifications wait for the sweeper');
       }
+      await waiters.start();
       await runtime.register({ kind: 'server', name: serverName, info: { server_url: config.serverUrl, pid: process.pid, broker: broker.kind } });
       if (config.sweeper !== false) sweeper.start();
+      if (config.scheduler !== false) ticker.start();
+      admitter.start();
+    },
+    async quiesce() {
+      stopping = true;
+      // waits answer now with the state they have (the LISTEN session would be lost anyway)
+      await Promise.all([ticker.stop(), sweeper.stop(), waiters.stop(), admitter.stop()]);
     },
     stop() {
+      stopping = true;
       stopped ??= (async () => {
+        await ticker.stop();
+        await waiters.stop();
+        await admitter.stop();
         await sweeper.stop();
         if (!config.brokerInstance) await broker.close().catch(() => {});
         await db.close();

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Cipher, EncryptionKeyError, cipherFromEnv, keyId, parseKey, reencryptAll, verifyKey } from './crypto.js';
-import { createHarness, newKey, type SecretsHarness } from './secrets/test-helpers.js';
+import { createHarness, newKey, type SecretsHarness } from '../test/helpers/secrets.js';
 import { CredentialService } from './secrets/credentials.js';
 import { KeychainService } from './secrets/keychain.js';
+import { silentLogger } from '../common/logger.js';
 
 const b64 = (n: number) => randomBytes(n).toString('base64');
 
@@ -104,7 +105,7 @@ describe('verifyKey and rotation against PostgreSQL', () => {
   it('re-encrypts every credential, keychain and auth-cache row in batches; old ciphertext reads during it', async () => {
     const rotating = new Cipher(newK, [oldKey]);
     const creds = new CredentialService(h.db, rotating);
-    const kc = new KeychainService(h.db, rotating, { logger: { warn() {} } });
+    const kc = new KeychainService(h.db, rotating, { logger: silentLogger });
     const seen: Array<[string, number]> = [];
     const result = await reencryptAll(h.db.pool, rotating, {
       batchSize: 3,
@@ -115,7 +116,7 @@ describe('verifyKey and rotation against PostgreSQL', () => {
         for (let i = 0; i < 5; i++) expect(await kc.get('9', `k${i}`)).toMatchObject({ status: 'success', token_data: { access_token: `tok-${i}` } });
       },
     });
-    expect(result).toEqual({ rotated: { credential: 7, keychain: 5, auth_cache: 2 }, total: 14, key_id: newK.id, remaining: 0 });
+    expect(result).toEqual({ rotated: { credential: 7, keychain: 5, auth_cache: 2, hook_secret: 0 }, total: 14, key_id: newK.id, remaining: 0 });
     expect(seen).toEqual([['credential', 3], ['credential', 3], ['credential', 1], ['keychain', 3], ['keychain', 2], ['auth_cache', 2]]);
     for (const t of ['credential', 'keychain', 'auth_cache']) {
       const { rows } = await h.db.pool.query(`SELECT DISTINCT key_id FROM ${t}`);

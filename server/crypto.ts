@@ -53,7 +53,7 @@ export function parseKey(value: string, name = 'PLAYFLOW_ENCRYPTION_KEY'): Encry
   return { id: keyId(key), key };
 }
 
-export type Purpose = 'credential' | 'keychain' | 'auth_cache';
+export type Purpose = 'credential' | 'keychain' | 'auth_cache' | 'hook_secret';
 
 export class Cipher {
   readonly current: EncryptionKey;
@@ -134,6 +134,7 @@ export const ENCRYPTED_TABLES: ReadonlyArray<{ table: string; pk: string; purpos
   { table: 'credential', pk: 'id', purpose: 'credential' },
   { table: 'keychain', pk: 'cache_key', purpose: 'keychain' },
   { table: 'auth_cache', pk: 'cache_key', purpose: 'auth_cache' },
+  { table: 'hook_secret', pk: 'hook_id', purpose: 'hook_secret' },
 ];
 
 type Queryable = Pick<pg.Pool, 'query'>;

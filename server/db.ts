@@ -5,7 +5,6 @@
  * exactly through JSON and JavaScript; the parser is set on this pool only, never globally.
  */
 import pg from 'pg';
-import type { Db } from './services.js';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -18,11 +17,49 @@ const types = {
   },
 };
 
+export interface Db {
+  pool: pg.Pool;
+  /**
+   * Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw). `opts.begin`: statements sent
+   * with BEGIN in one round trip, their results passed to fn.
+   */
+  tx<T>(fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts?: { begin?: string }): Promise<T>;
+}
+
 export interface DbOptions {
   /** Pool size; default 10. */
   max?: number;
   /** Sets `application_name` so connections are recognisable in pg_stat_activity. */
   applicationName?: string;
+  /** Told about connections lost outside a query (a DBA's pg_terminate_backend, a failover). */
+  onConnectionError?: (err: Error) => void;
+}
+
+/**
+ * A lost connection makes pg emit 'error' on the client (when no query is running on it) and on
+ * the pool (when it is idle); an 'error' event without a listener kills the process. Both get a
+ * listener here: the client is then no longer queryable and the pool discards it on release, and
+ * the query or transaction that needed it fails with that error (see `isConnectionError`).
+ */
+export function guardPool(pool: pg.Pool, onError: (err: Error) => void = () => {}): pg.Pool {
+  pool.on('error', onError);
+  pool.on('connect', (client) => {
+    client.on('error', onError);
+  });
+  return pool;
+}
+
+/**
+ * Errors of the connection rather than of the statement: the server went away (SQLSTATE class 08,
+ * admin shutdown 57P01-57P03) or the socket closed. Such a transaction did not happen (or, for a
+ * COMMIT, its outcome is unknown), and the request answers 503 so the caller retries.
+ */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (!e || typeof e !== 'object') return false;
+  if (typeof e.code === 'string' && /^(08|57P0[1-3])/.test(e.code)) return true;
+  if (typeof e.code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTFOUND|EAI_AGAIN)$/.test(e.code)) return true;
+  return typeof e.message === 'string' && /Connection terminated|Client has encountered a connection error|connection timeout|Client was closed and is not queryable|timeout exceeded when trying to connect/i.test(e.message);
 }
 
 export interface ClosableDb extends Db {
@@ -35,9 +72,10 @@ export function createDb(connectionString: string, opts: DbOptions = {}): Closab
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? 'playflow',
     types: types as pg.CustomTypesConfig,
+    // A database that is down must fail requests (503), not queue them forever.
+    connectionTimeoutMillis: 10_000,
   });
-  // An idle client losing its connection (database restart) must not crash the process.
-  pool.on('error', () => {});
+  guardPool(pool, opts.onConnectionError);
   return wrapPool(pool);
 }
 
@@ -63,18 +101,40 @@ export interface TxOptions {
   begin?: string;
 }
 
+/** Attempts at getting a connection and opening the transaction when the connection is lost. */
+const BEGIN_ATTEMPTS = 3;
+
+/**
+ * Connects and sends BEGIN (plus `opts.begin`). A pooled connection terminated while idle fails
+ * here, before the transaction's work ran, so this part alone is retried on a fresh connection.
+ */
+async function begin(pool: pg.Pool, opts: TxOptions): Promise<{ client: pg.PoolClient; begun: pg.QueryResult[] }> {
+  for (let attempt = 1; ; attempt++) {
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await pool.connect();
+      if (opts.begin) {
+        // a multi-statement simple query answers with one result per statement; BEGIN's comes first
+        const res = (await client.query(`BEGIN; ${opts.begin}`)) as unknown as pg.QueryResult[];
+        return { client, begun: res.slice(1) };
+      }
+      await client.query('BEGIN');
+      return { client, begun: [] };
+    } catch (err) {
+      if (client) {
+        // the statements of opts.begin may fail on their own (not a lost connection): roll back
+        const ok = !isConnectionError(err) && (await client.query('ROLLBACK').then(() => true, () => false));
+        client.release(!ok);
+      }
+      if (!isConnectionError(err) || attempt >= BEGIN_ATTEMPTS) throw err;
+    }
+  }
+}
+
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts: TxOptions = {}): Promise<T> {
-  const client = await pool.connect();
+  const { client, begun } = await begin(pool, opts);
   let broken = false;
   try {
-    let begun: pg.QueryResult[] = [];
-    if (opts.begin) {
-      // a multi-statement simple query answers with one result per statement; BEGIN's comes first
-      const res = (await client.query(`BEGIN; ${opts.begin}`)) as unknown as pg.QueryResult[];
-      begun = res.slice(1);
-    } else {
-      await client.query('BEGIN');
-    }
     const out = await fn(client, begun);
     await client.query('COMMIT');
     return out;

@@ -10,12 +10,15 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app/index.js';
-import { describeConfig, loadConfig, type ServerConfig } from './config.js';
-import { createLogger, type Logger } from './logger.js';
+import { checkExposure, describeConfig, loadConfig, type ServerConfig } from './config.js';
+import { createSqlReader } from './store/sql-reader.js';
+import { setTemplateLimits } from '../playbook/template/budget.js';
+import { createLogger, type PinoLogger as Logger } from '../common/logger.js';
 import { enableDefaultMetrics } from './metrics.js';
 import type { ServerDeps } from './services.js';
 import { createServerCore } from './core.js';
 import { cipherFromEnv } from './crypto.js';
+import { HookService } from './hooks/service.js';
 import { createSecretsServices, sweepExpired } from './secrets/index.js';
 
 /** What `createServerCore` gives back; only these members are used here. */
@@ -23,6 +26,8 @@ export interface ServerCoreHandle {
   deps: ServerDeps;
   /** Background work (broker streams, runtime registration, sweeper), once the app listens. */
   start(): Promise<void>;
+  /** Ends background work; lost database connections are expected from now on (see ServerCore). */
+  quiesce(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -50,12 +55,15 @@ export interface RunningServer {
 
 export async function startServer(opts: StartOptions = {}): Promise<RunningServer> {
   const config = opts.config ?? loadConfig();
+  setTemplateLimits(config.templateLimits);
   const logger = opts.logger ?? createLogger({ level: config.logLevel });
   enableDefaultMetrics();
   logger.info({ config: describeConfig(config) }, 'starting playflow server');
 
   // Fail before touching the database when the encryption key is missing or malformed.
   const cipher = cipherFromEnv({ ...process.env, PLAYFLOW_ENCRYPTION_KEY: config.encryptionKey }, { dev: opts.dev });
+  // An open API on a reachable address, or the SQL API without the token: refused before the database.
+  checkExposure(config);
   let secrets: ReturnType<typeof createSecretsServices> | undefined;
   const core = await createServerCore({
     ...config,
@@ -76,16 +84,33 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
     }
     Object.assign(core.deps, secrets.deps);
   }
+  core.deps.webhooks = new HookService(core.deps.db, cipher, core.deps.executions);
+  if (config.sqlApi) {
+    try {
+      core.deps.sql = await createSqlReader({
+        databaseUrl: config.databaseUrl, adminPool: core.deps.db.pool, roleUrl: config.sqlApiUrl,
+        secret: config.encryptionKey, timeoutMs: 60_000,
+      });
+    } catch (err) {
+      await core.close().catch(() => {});
+      throw err;
+    }
+  }
+  const closeCore = async () => {
+    await core.deps.sql?.close().catch(() => {});
+    await core.close();
+  };
   let app: FastifyInstance;
   try {
     app = await buildApp(core.deps, {
       apiToken: config.apiToken,
       publicEndpoints: config.publicEndpoints,
       sqlApi: config.sqlApi,
+      bodyLimit: config.maxBodyBytes,
       logger,
     });
   } catch (err) {
-    await core.close().catch(() => {});
+    await closeCore().catch(() => {});
     throw err;
   }
 
@@ -95,15 +120,14 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
     await core.start();
   } catch (err) {
     await app.close().catch(() => {});
-    await core.close().catch(() => {});
+    await closeCore().catch(() => {});
     throw err;
   }
   logger.info({ address, serverUrl: config.serverUrl, auth: config.apiToken ? 'bearer token' : 'none' }, 'playflow server listening');
   if (!config.apiToken) {
     logger.warn(
-      { sqlApi: config.sqlApi },
-      'PLAYFLOW_API_TOKEN is not set: the API is open to anyone who can reach it' +
-        (config.sqlApi ? ', including POST /api/postgres/execute (set PLAYFLOW_SQL_API=off to disable it)' : ''),
+      { host: config.host, allowAnonymous: config.allowAnonymous },
+      'PLAYFLOW_API_TOKEN is not set: the API is open to anyone who can reach it',
     );
   }
 
@@ -114,7 +138,7 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
       try {
         await app.close();
       } finally {
-        await core.close();
+        await closeCore();
       }
       logger.info('server stopped');
     })();

@@ -6,22 +6,21 @@
 import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id,
-  QueueStats, RunRequest, RunResponse, WorkerEvent,
-} from '../client/protocol.js';
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
+  QueueStats, QueueThroughput, RerunRequest, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
+} from '../common/protocol.js';
 import type { ExecutionStatus } from './engine/contract.js';
 import type { CredentialService } from './secrets/credentials.js';
 import type { KeychainService } from './secrets/keychain.js';
 import type { VarsService } from './secrets/vars.js';
-
-export interface Db {
-  pool: pg.Pool;
-  /**
-   * Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw). `opts.begin`: statements sent
-   * with BEGIN in one round trip, their results passed to fn.
-   */
-  tx<T>(fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts?: { begin?: string }): Promise<T>;
-}
+import type { SqlReader } from './store/sql-reader.js';
+import type { StepCounts } from './store/events.js';
+import type { ScheduleService } from './schedules/service.js';
+import type { HookService } from './hooks/service.js';
+import type { ExecutionOrigin } from './store/executions.js';
+import type { Db } from './db.js';
+import type { ExecutionWaiter } from './executions/waiters.js';
+export type { Db };
 
 export interface CatalogEntry {
   catalog_id: Id;
@@ -30,8 +29,12 @@ export interface CatalogEntry {
   content: string;
   playbook: Playbook;
   created_at: string;
+  /** The resource that claimed the path (issue 14); absent when written through the API. */
+  owner?: ResourceOwner;
 }
-export type CatalogSummary = Omit<CatalogEntry, 'content' | 'playbook'> & { name: string; description?: string };
+export type CatalogSummary = Omit<CatalogEntry, 'content' | 'playbook' | 'owner'> & { name: string; description?: string };
+
+export type CatalogVersion = Pick<CatalogEntry, 'catalog_id' | 'version' | 'created_at'>;
 
 export interface RegisterResult {
   entry: CatalogEntry;
@@ -41,14 +44,25 @@ export interface RegisterResult {
 }
 
 export interface CatalogService {
-  /** Validates with the language module; throws invalidPlaybook (422) listing every problem. */
-  register(content: string, path?: string): Promise<RegisterResult>;
+  /**
+   * Validates with the language module; throws invalidPlaybook (422) listing every problem.
+   * `adoptVersion`: with `owner`, claims a path that has no owner when its latest version is this
+   * one (upgrade adoption of what an operator from before ownership registered).
+   */
+  register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number): Promise<RegisterResult>;
   /** Latest version unless `version` is given; deleted paths are not found. */
   get(path: string, version?: number): Promise<CatalogEntry | null>;
   getById(catalogId: Id): Promise<CatalogEntry | null>;
   list(opts?: { prefix?: string; limit?: number; offset?: number }): Promise<CatalogSummary[]>;
-  /** Removes a path from listings and lookups; running executions keep their version. */
-  remove(path: string): Promise<boolean>;
+  /**
+   * Removes a path from listings and lookups; running executions keep their version. With
+   * `owner`, only when that owner holds the path (409 otherwise).
+   */
+  remove(path: string, owner?: ResourceOwner): Promise<boolean>;
+  /** Latest live version and owner of each known path (the operator's drift check). */
+  versions(paths: string[]): Promise<Array<{ path: string; version: number; owner?: ResourceOwner }>>;
+  /** Live versions at a path, newest first; empty when the path is unknown. */
+  history(path: string): Promise<CatalogVersion[]>;
 }
 
 /** An execution as the service returns it: exactly the wire shape of GET /api/execution/{id}. */
@@ -58,22 +72,33 @@ export type ExecutionRecord = ExecutionView;
 export type StoredEvent = EventView;
 
 export interface ExecutionService {
-  /** Throws notFound for an unknown path, badRequest for a bad payload. */
-  start(req: RunRequest): Promise<RunResponse>;
+  /** Throws notFound for an unknown path; `req` is valid (common/contract RunBody, checked at the HTTP edge). `origin`: what started it (rerun, schedule tick). */
+  start(req: RunRequest, origin?: ExecutionOrigin): Promise<RunResponse>;
   get(executionId: Id): Promise<ExecutionRecord | null>;
-  list(opts?: { status?: ExecutionStatus; path?: string; limit?: number; offset?: number }): Promise<ExecutionRecord[]>;
+  list(opts?: { status?: ExecutionStatus; path?: string; parent?: Id; limit?: number; offset?: number }): Promise<ExecutionRecord[]>;
   /** Ordered by seq; `after` is the last seq already seen. */
   events(executionId: Id, opts?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next_after: number | null }>;
+  /** Per-step counts of the log (calls, loop progress) without reading payloads; null when unknown. */
+  stepCounts(executionId: Id): Promise<StepCounts[] | null>;
   /** Each event is applied in its execution's transaction; duplicates are counted, not applied. */
   /** `claimNext`: eager dispatch of the commands the last event issues (ClaimNextRequest). */
   handleEvents(events: WorkerEvent[], opts?: { claimNext?: ClaimNextRequest }): Promise<EventsAck>;
   claim(queueId: Id, req: ClaimRequest): Promise<ClaimedCommand>;
   heartbeat(queueId: Id, req: HeartbeatRequest): Promise<HeartbeatResponse>;
+  /** Ends the leases of a worker id at once (a worker restarting with that id). */
+  releaseWorker(workerId: string): Promise<ReleaseLeasesResponse>;
   cancel(executionId: Id): Promise<ExecutionRecord>;
+  /** Resumes a failed or cancelled execution in place; 409 `not_retryable` otherwise. */
+  retry(executionId: Id, req?: RetryRequest): Promise<ExecutionRecord>;
+  /** A new execution of the same version with the same (or the given) payload, linked to this one. */
+  rerun(executionId: Id, req?: RerunRequest): Promise<RunResponse>;
 }
 
 export interface QueueService {
-  stats(): Promise<QueueStats>;
+  /** Depth of every pool, or of one. */
+  stats(pool?: string): Promise<QueueStats>;
+  /** Commands finished per minute over the last `minutes` minutes, oldest first (zeros included). */
+  throughput(minutes: number): Promise<QueueThroughput>;
 }
 
 export interface RuntimeRegistration {
@@ -96,12 +121,22 @@ export interface ServerDeps {
   runtime: RuntimeService;
   /** Base URL workers use to reach this server (goes into notifications). */
   serverUrl: string;
-  /** Probe for /health (added by the HTTP layer; a `Broker` from server/broker satisfies it). Absent: reported `skipped`. */
+  /** Probe for /health (added by the HTTP layer; a `Broker` from common/broker satisfies it). Absent: reported `skipped`. */
   broker?: BrokerProbe;
   /** Credentials, keychain and execution variables (server/secrets); their routes are off when absent. */
   credentials?: CredentialService;
   keychain?: KeychainService;
   vars?: VarsService;
+  /** POST /api/postgres/execute's read-only pool (PLAYFLOW_SQL_API=on); absent: that route answers 503. */
+  sql?: SqlReader;
+  /** Schedules (server/schedules); their routes are off when absent. */
+  schedules?: ScheduleService;
+  /** Wakes `?wait=` requests when an execution ends (executions/waiters.ts); absent: they re-read on a timer. */
+  waiters?: ExecutionWaiter;
+  /** True once the server began to stop (its database may be going away too). */
+  stopping?: () => boolean;
+  /** Webhook triggers (server/hooks); their routes are off when absent. */
+  webhooks?: HookService;
 }
 
 /** What /health needs of the broker. */
@@ -127,8 +162,12 @@ export interface ExecutionHooks {
    * spending a round trip on it. Optional; without it loadVars is called.
    */
   loadVarsSql?(executionId: string): string;
-  /** The execution reached a terminal status: drop its variables and local/shared keychain entries. */
-  onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id }): Promise<void>;
+  /**
+   * The execution reached a terminal status: drop its variables and local/shared keychain entries.
+   * `status` failed or cancelled: a retry may resume it, so its API variables stay (retention
+   * deletes them with the execution).
+   */
+  onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id; status?: ExecutionStatus }): Promise<void>;
 }
 
 export const noopHooks: ExecutionHooks = {

@@ -12,9 +12,9 @@
  */
 import type { PgExecutionService } from './executions/service.js';
 import type { Outbox } from './executions/outbox.js';
-import type { CoreLogger } from './executions/types.js';
 import type { Db, RuntimeService } from './services.js';
 import * as queue from './store/queue.js';
+import { type Logger } from '../common/logger.js';
 
 export interface SweeperOptions {
   db: Db;
@@ -23,10 +23,14 @@ export interface SweeperOptions {
   runtime?: RuntimeService;
   /** Runtime name of this server (heartbeat). */
   serverName?: string;
-  logger: CoreLogger;
+  logger: Logger;
   /** Tick period, default 1000 ms. */
   intervalMs?: number;
-  /** Republish a queued row whose notification is older than this, default 120 000 ms. */
+  /**
+   * Republish a queued row whose notification is older than this, default 30 000 ms: about the
+   * worker's lease, so a notification whose deliveries were spent waits no longer than a command
+   * of a dead worker does.
+   */
   republishAfterMs?: number;
   /** Rows per part per tick, default 200. */
   batch?: number;
@@ -85,9 +89,14 @@ export class Sweeper {
     this.timer.unref?.();
   }
 
+  /** A failed part is a warning, except while stopping: then the database may be going away too. */
+  private failed(fields: object, msg: string) {
+    if (this.closing) this.o.logger.debug?.(fields, msg);
+    else this.o.logger.warn(fields, msg);
+  }
+
   /** One pass of every part (also called directly by tests). */
   async tick(): Promise<SweepResult> {
-    const log = this.o.logger;
     const batch = this.o.batch ?? 200;
     const out: SweepResult = { published: 0, requeued: 0, failed: 0, orphans: 0 };
     try {
@@ -99,24 +108,24 @@ export class Sweeper {
         else if (r === 'failed') out.failed++;
       }
     } catch (err) {
-      log.warn({ err: String(err) }, 'sweeper: reclaiming expired leases failed');
+      this.failed({ err: String(err) }, 'sweeper: reclaiming expired leases failed');
     }
     try {
-      out.published = await this.o.outbox.publishDue({ republishAfterMs: this.o.republishAfterMs ?? 120_000, batch });
+      out.published = await this.o.outbox.publishDue({ republishAfterMs: this.o.republishAfterMs ?? 30_000, batch });
     } catch (err) {
-      log.warn({ err: String(err) }, 'sweeper: publishing due commands failed');
+      this.failed({ err: String(err) }, 'sweeper: publishing due commands failed');
     }
     try {
       out.orphans = await this.o.executions.cancelOrphans(batch);
     } catch (err) {
-      log.warn({ err: String(err) }, 'sweeper: cancelling orphaned children failed');
+      this.failed({ err: String(err) }, 'sweeper: cancelling orphaned children failed');
     }
     if (this.o.runtime && this.o.serverName && Date.now() - this.lastHeartbeat >= (this.o.heartbeatMs ?? 15_000)) {
       try {
         await this.o.runtime.heartbeat('server', this.o.serverName);
         this.lastHeartbeat = Date.now();
       } catch (err) {
-        log.warn({ err: String(err) }, 'sweeper: runtime heartbeat failed');
+        this.failed({ err: String(err) }, 'sweeper: runtime heartbeat failed');
       }
     }
     for (const t of this.o.tasks ?? []) {
@@ -125,7 +134,7 @@ export class Sweeper {
       try {
         await t.run();
       } catch (err) {
-        log.warn({ task: t.name, err: String(err) }, 'sweeper: task failed');
+        this.failed({ task: t.name, err: String(err) }, 'sweeper: task failed');
       }
     }
     return out;

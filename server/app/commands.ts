@@ -1,43 +1,49 @@
 /**
- * Worker command protocol (client/protocol.ts):
+ * Worker command protocol (common/contract/worker.ts):
  *
  * - POST /api/v2/commands/{queue_id}/claim `{worker_id, lease_seconds?}` → 200 ClaimedCommand;
  *   409 `already_claimed`, 410 `finished`, 404 unknown queue_id, 425 `not_due`.
- * - POST /api/v2/commands/{queue_id}/heartbeat `{worker_id, lease_seconds?}` → 200
+ * - POST /api/v2/commands/{queue_id}/heartbeat `{worker_id, lease_token?, lease_seconds?}` → 200
  *   `{lease_until}`; 409 not the owner, 410 finished, 404 unknown.
+ * - POST /api/v2/workers/{worker_id}/release → `{released}`: a worker starting ends the leases
+ *   its id still holds from a previous process, so their commands run again now rather than when
+ *   the leases run out.
+ *
+ * The bodies are validated here against the contract; the execution service trusts them.
  */
 import type { FastifyInstance } from 'fastify';
-import type { ClaimRequest, HeartbeatRequest } from '../../client/protocol.js';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { ClaimedCommand, ClaimRequest, HeartbeatRequest, HeartbeatResponse, IdParam, Ref, ReleaseLeasesResponse, Type, WorkerParams } from '../../common/contract/index.js';
 import type { AppContext } from './context.js';
-import { errors, idParam, ref } from './schemas.js';
+import { errors } from './schemas.js';
 import { routeSchema, toId } from './support.js';
 
 const TAG = 'commands';
 
-const leaseBody = {
-  type: 'object',
-  required: ['worker_id'],
-  properties: {
-    worker_id: { type: 'string', minLength: 1, maxLength: 256 },
-    lease_seconds: { type: 'integer', minimum: 1, maximum: 86400, description: 'lease asked for (the server caps it); default 60' },
-  },
-} as const;
-const queueParams = { type: 'object', required: ['queue_id'], properties: { queue_id: idParam } } as const;
+const QueueParams = Type.Object({ queue_id: IdParam() });
 
-export async function commandRoutes(app: FastifyInstance, { deps }: AppContext) {
-  app.post<{ Params: { queue_id: string }; Body: ClaimRequest }>('/api/v2/commands/:queue_id/claim', {
+export async function commandRoutes(fastify: FastifyInstance, { deps }: AppContext) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/api/v2/commands/:queue_id/claim', {
     schema: routeSchema(TAG, 'Claim (lease) a command announced on the broker', {
-      params: queueParams,
-      body: leaseBody,
-      response: { 200: ref('ClaimedCommand'), ...errors(400, 404, 409, 410, 425) },
+      params: QueueParams,
+      body: ClaimRequest,
+      response: { 200: Ref(ClaimedCommand), ...errors(400, 404, 409, 410, 425) },
     }),
   }, async (req) => deps.executions.claim(toId(req.params.queue_id, 'queue_id'), req.body));
 
-  app.post<{ Params: { queue_id: string }; Body: HeartbeatRequest }>('/api/v2/commands/:queue_id/heartbeat', {
+  app.post('/api/v2/commands/:queue_id/heartbeat', {
     schema: routeSchema(TAG, "Extend a claimed command's lease", {
-      params: queueParams,
-      body: leaseBody,
-      response: { 200: ref('HeartbeatResponse'), ...errors(400, 404, 409, 410) },
+      params: QueueParams,
+      body: HeartbeatRequest,
+      response: { 200: Ref(HeartbeatResponse), ...errors(400, 404, 409, 410) },
     }),
   }, async (req) => deps.executions.heartbeat(toId(req.params.queue_id, 'queue_id'), req.body));
+
+  app.post('/api/v2/workers/:worker_id/release', {
+    schema: routeSchema(TAG, 'End the leases a worker id holds (the worker restarted)', {
+      params: WorkerParams,
+      response: { 200: Ref(ReleaseLeasesResponse), ...errors(400) },
+    }),
+  }, async (req) => deps.executions.releaseWorker(req.params.worker_id));
 }

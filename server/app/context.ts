@@ -8,7 +8,7 @@ export interface AppOptions {
   apiToken?: string;
   /** Endpoint groups served without the token (PLAYFLOW_PUBLIC_ENDPOINTS); default `['metrics']`. */
   publicEndpoints?: PublicEndpointGroup[];
-  /** POST /api/postgres/execute on (default) or off (PLAYFLOW_SQL_API). */
+  /** POST /api/postgres/execute on or off (default; PLAYFLOW_SQL_API); on, it needs `apiToken` and `deps.sql`. */
   sqlApi?: boolean;
   /** `statement_timeout` of POST /api/postgres/execute, ms; default 60000. */
   sqlTimeoutMs?: number;
@@ -17,7 +17,7 @@ export interface AppOptions {
   /** Per-probe timeout of /health, ms; default 2000. */
   healthTimeoutMs?: number;
   /**
-   * A pino logger instance (server/logger.ts), `false` for none (the default in tests), or
+   * A pino logger instance (common/logger.ts), `false` for none (the default in tests), or
    * `true` for fastify's default.
    */
   logger?: unknown;

@@ -3,8 +3,17 @@
  *   POST   /api/credentials                     create or update by name → 201 (created) / 200 (updated)
  *   GET    /api/credentials                     list: ?type ?tag ?q (name/description) ?limit ?offset → {credentials, count, total, limit, offset}
  *   GET    /api/credentials/{identifier}        id or name; metadata, + data with ?include_data=true
- *   DELETE /api/credentials/{identifier}        → {id, name, deleted: true}; 404 when unknown
+ *   DELETE /api/credentials/{identifier}        → {id, name, deleted: true}; 404 when unknown;
+ *                                                ?owner=Kind/ns/name: only when that resource owns it (409)
+ * Ownership (issue 14): `owner` in the POST body claims the name for a Kubernetes resource; a
+ * different owner, or an API client writing a resource's credential (or the reverse), gets 409
+ * `owned_by_other` naming the holder (server/ownership.ts). `adopt: true` (with `owner`) claims a
+ * credential without owner that the same resource stored before ownership existed (its meta
+ * says `source: kubernetes`, `namespace`, `resource`).
  *   GET    /api/credential/{credential_key}     worker read: {credential_id, credential_key, credential_type, data, created_at, updated_at}
+ *                                                headers x-playflow-queue-id/-worker-id/-lease-token: the command's lease (issue 20)
+ * Scope (issue 20): `scope: {paths: [glob], namespaces: [name]}` restricts the playbooks that may
+ * use a credential (server/secrets/scope.ts); scoped data is served only on the lease-checked read.
  * Validation failure of data against the credential's schema: 400
  * `{message: 'Credential validation failed', errors: [...], error: {code: 'validation_failed', ...}}`.
  * Request and response bodies are never logged by these routes.
@@ -12,10 +21,13 @@
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
 import { errors } from './schemas.js';
+import { parseOwnerRef } from '../ownership.js';
 import type { AppPlugin } from './context.js';
-import { CREDENTIAL_TYPES, CredentialValidationError, type CredentialService } from '../secrets/credentials.js';
+import { safeName } from './support.js';
+import { badRequest } from '../errors.js';
+import { CREDENTIAL_TYPES, CredentialValidationError, type CredentialService, type LeaseProof } from '../secrets/credentials.js';
 
-const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]+$' }, { type: 'integer', minimum: 0 }] };
+const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]{1,19}$' }, { type: 'integer', minimum: 0 }] };
 const jsonObject = { type: 'object', additionalProperties: true };
 const schemaDef = {
   type: 'object',
@@ -26,6 +38,15 @@ const schemaDef = {
     required: { type: 'array', items: { type: 'string' } },
     types: { type: 'object', additionalProperties: { type: 'string' } },
     description: { type: 'string' },
+  },
+};
+const scopeSchema = {
+  type: ['object', 'null'],
+  description: 'Playbooks allowed to use the credential: paths (globs: ** any, * within a segment, ? one character) and/or namespaces of the owning resource; null = every playbook',
+  additionalProperties: false,
+  properties: {
+    paths: { type: 'array', items: { type: 'string' } },
+    namespaces: { type: 'array', items: { type: 'string' } },
   },
 };
 const meta = {
@@ -40,6 +61,8 @@ const meta = {
     schema: { ...jsonObject, nullable: true },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
+    owner: { $ref: 'ResourceOwner#' },
+    scope: scopeSchema,
   },
 };
 const validationFailed = {
@@ -51,6 +74,21 @@ const validationFailed = {
     errors: { type: 'array', items: { type: 'string' } },
   },
 };
+
+/** Headers of the credential read path naming the command a worker runs (client/secrets.ts sends them). */
+export const LEASE_HEADERS = { queue_id: 'x-playflow-queue-id', worker_id: 'x-playflow-worker-id', lease_token: 'x-playflow-lease-token' } as const;
+
+function leaseProof(h: Record<string, string | string[] | undefined>): LeaseProof | undefined {
+  const v = (k: keyof typeof LEASE_HEADERS) => {
+    const x = h[LEASE_HEADERS[k]];
+    return Array.isArray(x) ? x[0] : x;
+  };
+  const queue_id = v('queue_id'), worker_id = v('worker_id'), lease_token = v('lease_token');
+  if (queue_id === undefined && worker_id === undefined && lease_token === undefined) return undefined;
+  const missing = (Object.keys(LEASE_HEADERS) as Array<keyof typeof LEASE_HEADERS>).filter((k) => !v(k)).map((k) => LEASE_HEADERS[k]);
+  if (missing.length) throw badRequest(`header(s) ${missing.join(', ')} missing: a lease is named by queue id, worker id and lease token together`, { field: missing[0] });
+  return { queue_id: queue_id!, worker_id: worker_id!, lease_token: lease_token! };
+}
 
 export interface CredentialsPluginOptions {
   credentials?: CredentialService;
@@ -69,16 +107,22 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
         type: 'object',
         required: ['name', 'type', 'data'],
         properties: {
-          name: { type: 'string', minLength: 1, maxLength: 255 },
+          name: safeName,
           type: { type: 'string', enum: [...CREDENTIAL_TYPES] },
           description: { type: 'string' },
           data: jsonObject,
           schema: schemaDef,
           meta: jsonObject,
           tags: { type: 'array', items: { type: 'string' } },
+          owner: { $ref: 'ResourceOwner#' },
+          scope: scopeSchema,
+          adopt: {
+            type: 'boolean',
+            description: 'with owner: also claim a credential without owner whose meta says this resource stored it (source kubernetes, namespace, resource): upgrade adoption',
+          },
         },
       },
-      response: { 200: meta, 201: meta, 400: validationFailed },
+      response: { 200: meta, 201: meta, 400: validationFailed, ...errors(409) },
     },
   }, async (req, reply) => {
     try {
@@ -101,7 +145,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
           tag: { type: 'string' },
           q: { type: 'string', description: 'text search on name and description' },
           limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
-          offset: { type: 'integer', minimum: 0, default: 0 },
+          offset: { type: 'integer', minimum: 0, maximum: 2147483647, default: 0 },
         },
       },
       response: {
@@ -141,27 +185,42 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
               },
             },
           },
-          ...errors(400, 404),
+          ...errors(400, 403, 404),
         },
       },
     },
     async (req) => svc.get(req.params.identifier, req.query),
   );
 
-  app.delete<{ Params: { identifier: string } }>('/api/credentials/:identifier', {
+  app.delete<{ Params: { identifier: string }; Querystring: { owner?: string } }>('/api/credentials/:identifier', {
     schema: {
       tags,
       summary: 'Delete a credential by id or name',
       params: { type: 'object', properties: { identifier: { type: 'string' } } },
-      response: { 200: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, deleted: { type: 'boolean' } } } , ...errors(400, 404) },
+      querystring: {
+        type: 'object',
+        properties: { owner: { type: 'string', description: 'Kind/namespace/name: delete only when this resource owns it (409 otherwise)' } },
+      },
+      response: { 200: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, deleted: { type: 'boolean' } } } , ...errors(400, 404, 409) },
     },
-  }, async (req) => svc.remove(req.params.identifier));
+  }, async (req) => svc.remove(req.params.identifier, parseOwnerRef(req.query.owner)));
 
-  app.get<{ Params: { credential_key: string } }>('/api/credential/:credential_key', {
+  app.get<{ Params: { credential_key: string }; Headers: Record<string, string | undefined> }>('/api/credential/:credential_key', {
     schema: {
       tags,
       summary: 'Decrypted credential data for workers',
+      description: 'A worker sends the command it runs: x-playflow-queue-id, x-playflow-worker-id and x-playflow-lease-token '
+        + '(409 not_lease_holder unless it holds that lease; 403 credential_not_allowed when the playbook is outside the credential\'s scope). '
+        + 'A scoped credential is served only with them (403 credential_scoped).',
       params: { type: 'object', properties: { credential_key: { type: 'string' } } },
+      headers: {
+        type: 'object',
+        properties: {
+          [LEASE_HEADERS.queue_id]: { type: 'string', pattern: '^[0-9]{1,19}$' },
+          [LEASE_HEADERS.worker_id]: { type: 'string', minLength: 1, maxLength: 200 },
+          [LEASE_HEADERS.lease_token]: { type: 'string', minLength: 1, maxLength: 200 },
+        },
+      },
       response: {
         200: {
           type: 'object',
@@ -174,10 +233,10 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
             updated_at: { type: 'string' },
           },
         },
-        ...errors(400, 404),
+        ...errors(400, 403, 404, 409),
       },
     },
-  }, async (req) => svc.read(req.params.credential_key));
+  }, async (req) => svc.read(req.params.credential_key, leaseProof(req.headers)));
 }
 
 export const credentialsAppPlugin: AppPlugin = {

@@ -1,82 +1,51 @@
 /**
  * POST /api/postgres/execute `{query, schema?}` → `{status: 'ok', result: [rows]}`.
  *
- * Runs `query` against the server's own database in one transaction, with `SET LOCAL
- * search_path` to `schema` when given and a statement timeout; rows of the last statement are
- * returned (int8/numeric as strings, timestamps as ISO strings). SQL errors → 400 `sql_error`
- * with the database's message and its fields (SQLSTATE code, position, detail, hint) in details.
+ * Runs one statement against the server's own database, read-only, on a pool of its own as a
+ * role without superuser power (server/store/sql-reader.ts), with `SET LOCAL search_path` to
+ * `schema` when given and a statement timeout; its rows are returned (int8/numeric as strings,
+ * timestamps as ISO strings). SQL errors (writes, several statements, a refused COPY … TO
+ * PROGRAM, the timeout) → 400 `sql_error` with the database's message and its fields (SQLSTATE
+ * code, position, detail, hint) in details; a lost connection is this request's 503.
  *
- * This is arbitrary SQL on the server's database: it is behind the API token when one is set
- * (like every endpoint) and can be switched off with PLAYFLOW_SQL_API=off (then 403
- * `sql_api_disabled`). Workers do not need it: they claim commands through /api/v2/commands.
+ * Off by default (403 `sql_api_disabled`); PLAYFLOW_SQL_API=on enables it, and it is then only
+ * served with an API token configured (else 403 `sql_api_requires_token`). Workers do not need
+ * it: they claim commands through /api/v2/commands.
  */
 import type { FastifyInstance } from 'fastify';
-import type pg from 'pg';
-import type { PostgresExecuteRequest } from '../../client/protocol.js';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { PostgresExecuteRequest, PostgresExecuteResponse } from '../../common/contract/index.js';
 import { AppError } from '../errors.js';
 import type { AppContext } from './context.js';
-import { errors, jsonObject } from './schemas.js';
+import { errors } from './schemas.js';
 import { routeSchema } from './support.js';
 
 const SQL_ERROR_FIELDS = ['code', 'position', 'detail', 'hint', 'schema', 'table', 'column', 'constraint', 'where'] as const;
 
-function quoteIdent(s: string): string {
-  return `"${s.replace(/"/g, '""')}"`;
-}
-
-export async function databaseRoutes(app: FastifyInstance, { deps, options }: AppContext) {
-  app.post<{ Body: PostgresExecuteRequest }>('/api/postgres/execute', {
-    schema: routeSchema('database', "Run SQL on the server's database (one transaction)", {
-      body: {
-        type: 'object',
-        required: ['query'],
-        properties: {
-          query: { type: 'string', minLength: 1, description: 'SQL; several statements allowed, the last one returning rows gives the result' },
-          schema: { type: 'string', minLength: 1, maxLength: 63, description: 'search_path for the transaction' },
-        },
-      },
+export async function databaseRoutes(fastify: FastifyInstance, { deps, options }: AppContext) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.post('/api/postgres/execute', {
+    schema: routeSchema('database', "Run one read-only SQL statement on the server's database (off unless PLAYFLOW_SQL_API=on)", {
+      body: PostgresExecuteRequest,
       response: {
-        200: {
-          type: 'object',
-          required: ['status', 'result'],
-          properties: { status: { type: 'string', enum: ['ok'] }, result: { type: 'array', items: jsonObject } },
-        },
-        ...errors(400, 403),
+        200: PostgresExecuteResponse,
+        ...errors(400, 403, 503),
       },
     }),
   }, async (req) => {
     if (!options.sqlApi) {
-      throw new AppError(403, 'sql_api_disabled', 'POST /api/postgres/execute is disabled on this server (PLAYFLOW_SQL_API=off)');
+      throw new AppError(403, 'sql_api_disabled', 'POST /api/postgres/execute is disabled on this server (PLAYFLOW_SQL_API=off, the default; enable it with PLAYFLOW_SQL_API=on and a PLAYFLOW_API_TOKEN)');
     }
+    if (!options.apiToken) {
+      throw new AppError(403, 'sql_api_requires_token', 'POST /api/postgres/execute is only served behind the API token: set PLAYFLOW_API_TOKEN');
+    }
+    if (!deps.sql) throw new AppError(503, 'sql_api_unavailable', 'the SQL API has no read-only connection pool on this server');
     const { query, schema } = req.body;
-    const client = await deps.db.pool.connect();
-    let broken = false;
     try {
-      await client.query('BEGIN');
-      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(options.sqlTimeoutMs))}`);
-      if (schema) await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
-      let res: pg.QueryResult | pg.QueryResult[];
-      try {
-        res = await client.query(query);
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => (broken = true));
-        throw sqlError(err);
-      }
-      await client.query('COMMIT');
-      // Several statements: the rows of the last one that returns rows (e.g. `…; SELECT …; COMMIT`).
-      const results = Array.isArray(res) ? res : [res];
-      const withRows = [...results].reverse().find((r) => Array.isArray(r.fields) && r.fields.length > 0);
-      return { status: 'ok', result: withRows?.rows ?? [] };
+      const res = await deps.sql.run(query, schema);
+      return { status: 'ok' as const, result: Array.isArray(res.fields) && res.fields.length > 0 ? res.rows : [] };
     } catch (err) {
-      if (!(err instanceof AppError)) {
-        await client.query('ROLLBACK').catch(() => (broken = true));
-        const e = err as { code?: string };
-        // Errors of BEGIN/SET/COMMIT are SQL errors too (e.g. a deferred constraint at COMMIT).
-        if (typeof e.code === 'string') throw sqlError(err);
-      }
-      throw err;
-    } finally {
-      client.release(broken);
+      throw sqlError(err);
     }
   });
 }

@@ -3,28 +3,40 @@
  *
  * - GET /docs: Swagger UI (@fastify/swagger-ui); GET /docs/json and /docs/yaml: the OpenAPI 3
  *   document listing every route.
- * - GET /redoc: a ReDoc page rendering /docs/json. The `redoc` npm package is not a dependency
- *   (its install pulls a React tool chain into the server image for one static file), so the page
- *   loads the ReDoc standalone bundle from its CDN; without internet access it says so and links to
- *   /docs, whose Swagger UI assets are served locally. When `redoc` is installed next to the
- *   server (`npm install redoc`), its bundle is served locally at /redoc/redoc.standalone.js and
- *   used instead.
+ * - GET /redoc: a ReDoc page rendering /docs/json, with ReDoc's standalone bundle served locally
+ *   at /redoc/redoc.standalone.js (no CDN: it works offline and behind a firewall). The bundle is
+ *   copied from the `redoc` package (a build-time dependency) into dist/ui/redoc at `npm run
+ *   build`; in a checkout with dev dependencies it is read from node_modules directly. Without
+ *   either, the page says so and links to /docs, whose Swagger UI assets are served locally.
  *
  * Like every endpoint but the probes, these are behind the API token when one is set (a browser
  * cannot send it): set PLAYFLOW_PUBLIC_ENDPOINTS=docs to serve them openly.
  */
 import type { FastifyInstance } from 'fastify';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { createRequire } from 'node:module';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
+import { uiDistDir } from './ui.js';
 
 export const API_VERSION = '0.1.0';
-const REDOC_CDN = 'https://cdn.redoc.ly/redoc/v2.5.0/bundles/redoc.standalone.js';
+/**
+ * ReDoc renders with styled-components (inline <style>) and searches in a blob: worker; anything
+ * else (its footer logo on a CDN included) is refused, so the page never reaches another host.
+ */
+const REDOC_CSP = [
+  "default-src 'none'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
+  "font-src 'self' data:", "connect-src 'self'", "worker-src 'self' blob:", "base-uri 'none'",
+  "frame-ancestors 'none'", "object-src 'none'",
+].join('; ');
 
-/** The standalone bundle of an installed `redoc` package, if any. */
+/** ReDoc's standalone bundle: the copy in the build, else the installed `redoc` package. */
 function localRedocBundle(): string | undefined {
+  const built = path.join(uiDistDir(), 'redoc', 'redoc.standalone.js');
+  if (existsSync(built)) return built;
   try {
     return createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js');
   } catch {
@@ -88,25 +100,28 @@ export async function docsRoutes(app: FastifyInstance, _ctx: AppContext) {
     app.get('/redoc/redoc.standalone.js', { schema: { hide: true } }, async (_req, reply) =>
       reply.type('application/javascript; charset=utf-8').header('cache-control', 'public, max-age=86400').send(bundle));
   }
-  const REDOC_BUNDLE = local ? 'redoc/redoc.standalone.js' : REDOC_CDN;
+  const viewer = local
+    ? `<redoc spec-url="docs/json"></redoc>
+  <script src="redoc/redoc.standalone.js"></script>`
+    : `<div class="fallback">
+    <h1>Playflow API</h1>
+    <p>The ReDoc viewer is not installed next to this server (run <code>npm run build</code>, which copies
+       its bundle into dist/ui/redoc).</p>
+    <p>Use <a href="docs">Swagger UI at /docs</a> (served locally) or the raw
+       <a href="docs/json">OpenAPI document at /docs/json</a>.</p>
+  </div>`;
   const page = `<!DOCTYPE html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>Playflow API — ReDoc</title>
-  <style>body{margin:0;font-family:sans-serif} #fallback{display:none;padding:2em}</style>
+  <style>body{margin:0;font-family:sans-serif} .fallback{padding:2em}</style>
 </head>
 <body>
-  <div id="fallback">
-    <h1>Playflow API</h1>
-    <p>The ReDoc viewer could not be loaded (${REDOC_BUNDLE}).</p>
-    <p>Use <a href="docs">Swagger UI at /docs</a> (served locally) or the raw
-       <a href="docs/json">OpenAPI document at /docs/json</a>.</p>
-  </div>
-  <redoc spec-url="docs/json"></redoc>
-  <script src="${REDOC_BUNDLE}" onerror="document.getElementById('fallback').style.display='block'"></script>
+  ${viewer}
 </body>
 </html>`;
-  app.get('/redoc', { schema: { hide: true } }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
+  app.get('/redoc', { schema: { hide: true } }, async (_req, reply) =>
+    reply.type('text/html; charset=utf-8').header('content-security-policy', REDOC_CSP).send(page));
 }

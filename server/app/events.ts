@@ -3,64 +3,41 @@
  *
  * - GET /api/events/{id}?after=&limit= → `{execution_id, events, next_after}`, ordered by `seq`;
  *   `after` is the last seq already seen, `next_after` the value to pass next (null at the end).
- *   404 unknown execution.
+ *   404 unknown execution. `wait=<seconds>` (at most 30) makes it a long poll: with nothing after
+ *   `after` yet, the answer waits until an event arrives or the time is up (then an empty page).
+ *   The database is re-read every 250 ms while waiting, so any replica answers for any writer.
+ *   `step=` and/or `name=` narrow the page to one step's / one kind of events (the console loads
+ *   a selected step's calls this way instead of the whole log); `next_after` then still is the
+ *   last seq of the page. `last_seq` is the execution's latest seq (= its event count): the
+ *   console sizes its paged event list from it, and follows a run with `limit=1&wait=`.
  * - POST /api/v2/events (alias POST /api/events): one event `{execution_id, step, name, payload,
  *   queue_id?, worker_id?}` or `{events: [...]}` (1..1000) → EventsAck `{status: 'ok', accepted,
  *   duplicates, commands}`. The spec's worker flow uses /api/v2/events; it is the canonical path.
  *   A batch may carry `claim_next {worker_id, lease_seconds?, max?}` (eager dispatch, see
  *   ClaimNextRequest): the ack then has `claimed`, the commands leased to that worker.
  */
+import { redactUrlsDeep } from '../../common/redact-url.js';
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { ClaimNextRequest, WorkerEvent } from '../../client/protocol.js';
+import { EventsAck, EventsBatch, EventsPage, EventsPageQuery, EventsRequest, IdParams, Ref, WorkerEvent } from '../../common/contract/index.js';
 import { notFound } from '../errors.js';
+import * as eventStore from '../store/events.js';
 import type { AppContext } from './context.js';
-import { idParams } from './executions.js';
-import { errors, idInput, jsonObject, limitQuery, ref } from './schemas.js';
+import { errors } from './schemas.js';
 import { routeSchema, toId } from './support.js';
 
 const TAG = 'events';
-
-export const eventSchema = {
-  type: 'object',
-  required: ['execution_id', 'name'],
-  properties: {
-    execution_id: idInput,
-    step: { type: ['string', 'null'], description: 'step name; null for execution-level events' },
-    name: { type: 'string', minLength: 1, description: 'call.done, step.enter, step.exit, …' },
-    payload: { ...jsonObject, description: 'call.done: {response} or {error}, plus meta' },
-    queue_id: { ...idInput, description: 'the command this event reports on (call.done)' },
-    worker_id: { type: 'string' },
-  },
-} as const;
-
-const claimNextSchema = {
-  type: 'object',
-  required: ['worker_id'],
-  description: 'eager dispatch: lease the due commands the last event issues to this worker and return them in `claimed`',
-  properties: {
-    worker_id: { type: 'string', minLength: 1, maxLength: 200 },
-    lease_seconds: { type: 'number', exclusiveMinimum: 0 },
-    max: { type: 'integer', minimum: 1, maximum: 16, default: 1 },
-  },
-} as const;
-
-const batchSchema = {
-  type: 'object',
-  required: ['events'],
-  properties: {
-    events: { type: 'array', minItems: 1, maxItems: 1000, items: eventSchema },
-    claim_next: claimNextSchema,
-  },
-} as const;
+const LONG_POLL_TICK_MS = 250;
 
 /**
  * The body is one event or a batch; validating it against the branch it claims to be (presence
- * of `events`) gives field-level messages instead of an anyOf's two sets of errors.
+ * of `events`) gives field-level messages instead of an anyOf's two sets of errors. Both branches
+ * are the contract's schemas (the document shows their union).
  */
-const ajv = new Ajv({ allErrors: true, strict: false, verbose: true, coerceTypes: false });
-const validateOne = ajv.compile(eventSchema);
-const validateBatch = ajv.compile(batchSchema);
+const ajv = new Ajv({ allErrors: true, strict: false, verbose: true, coerceTypes: false, useDefaults: true });
+const validateOne = ajv.compile(WorkerEvent);
+const validateBatch = ajv.compile(EventsBatch);
 function eventsBodyValidator(): ValidateFunction {
   const fn = ((data: unknown) => {
     const v = data && typeof data === 'object' && !Array.isArray(data) && 'events' in data ? validateBatch : validateOne;
@@ -71,33 +48,54 @@ function eventsBodyValidator(): ValidateFunction {
   return fn;
 }
 
-export async function eventRoutes(app: FastifyInstance, { deps }: AppContext) {
-  app.get<{ Params: { id: string }; Querystring: { after?: number; limit: number } }>('/api/events/:id', {
+export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext) {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  // A command_issued event holds the command as issued (retries re-issue it, so it is stored
+  // whole); served, the URLs in its tool config lose userinfo and query values (issue 20).
+  const redactIssuedCommand = <E extends { name: string; payload: unknown }>(e: E): E => {
+    if (e.name !== 'command_issued' || !e.payload || typeof e.payload !== 'object') return e;
+    const payload = e.payload as Record<string, unknown>;
+    const command = redactUrlsDeep(payload.command, 6);
+    return command === payload.command ? e : { ...e, payload: { ...payload, command } };
+  };
+  // A long poll in progress must not hold up a shutdown for its whole wait.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.get('/api/events/:id', {
     schema: routeSchema(TAG, "An execution's events, ordered", {
-      params: idParams,
-      querystring: {
-        type: 'object',
-        properties: {
-          after: { type: 'integer', minimum: 0, maximum: 2147483647, description: 'last seq already seen' },
-          limit: limitQuery(500, 5000),
-        },
-      },
-      response: { 200: ref('EventsPage'), ...errors(400, 404) },
+      params: IdParams,
+      querystring: EventsPageQuery,
+      response: { 200: Ref(EventsPage), ...errors(400, 404) },
     }),
   }, async (req) => {
     const id = toId(req.params.id, 'id');
-    const page = await deps.executions.events(id, { after: req.query.after, limit: req.query.limit });
+    const { after = 0, limit, step, name } = req.query;
+    const read = step === undefined && name === undefined
+      ? () => deps.executions.events(id, { after, limit })
+      : async () => {
+        if (!(await deps.executions.get(id))) throw notFound(`execution ${id} not found`, { execution_id: id });
+        const events = await eventStore.listWhere(deps.db.pool, id, { after, limit, step, name });
+        return { events, next_after: events.length === limit ? events[events.length - 1].seq : null };
+      };
+    let page = await read();
     if (page.events.length === 0 && !(await deps.executions.get(id))) {
       throw notFound(`execution ${id} not found`, { execution_id: id });
     }
-    return { execution_id: id, events: page.events, next_after: page.next_after };
+    const until = Date.now() + (req.query.wait ?? 0) * 1000;
+    while (page.events.length === 0 && Date.now() < until && !closing && !req.raw.socket?.destroyed) {
+      await new Promise((r) => setTimeout(r, Math.min(LONG_POLL_TICK_MS, until - Date.now())));
+      page = await read();
+    }
+    return { execution_id: id, events: page.events.map(redactIssuedCommand), next_after: page.next_after, last_seq: await eventStore.lastSeq(deps.db.pool, id) };
   });
 
   for (const url of ['/api/v2/events', '/api/events']) {
-    app.post<{ Body: WorkerEvent | { events: WorkerEvent[]; claim_next?: ClaimNextRequest } }>(url, {
+    app.post(url, {
       schema: routeSchema(TAG, url === '/api/v2/events' ? 'Report events (one, or {events: [...]})' : 'Report events (alias of /api/v2/events)', {
-        body: { oneOf: [eventSchema, batchSchema] },
-        response: { 200: ref('EventsAck'), ...errors(400, 404) },
+        body: EventsRequest,
+        response: { 200: Ref(EventsAck), ...errors(400, 404, 409) },
       }),
       validatorCompiler: ({ httpPart }) => (httpPart === 'body' ? eventsBodyValidator() : () => true),
     }, async (req) => {
@@ -111,6 +109,7 @@ export async function eventRoutes(app: FastifyInstance, { deps }: AppContext) {
         };
         if (e.queue_id !== undefined && e.queue_id !== null) ev.queue_id = toId(e.queue_id, 'queue_id');
         if (e.worker_id !== undefined) ev.worker_id = e.worker_id;
+        if (e.lease_token !== undefined) ev.lease_token = e.lease_token;
         return ev;
       });
       const claimNext = 'events' in req.body ? req.body.claim_next : undefined;

@@ -13,10 +13,10 @@
  *   and Prometheus sends it as a bearer token.
  */
 import type { FastifyInstance } from 'fastify';
-import type { HealthCheck, HealthResponse } from '../../client/protocol.js';
+import { HealthResponse, Ref, type HealthCheck } from '../../common/contract/index.js';
 import { metrics, registry } from '../metrics.js';
 import type { AppContext } from './context.js';
-import { errors, ref } from './schemas.js';
+import { errors } from './schemas.js';
 import { routeSchema } from './support.js';
 
 const TAG = 'health';
@@ -63,8 +63,8 @@ export async function healthRoutes(app: FastifyInstance, { deps, options }: AppC
     routeSchema(TAG, summary, {
       security: [],
       response: {
-        200: { ...ref('HealthResponse'), description: 'database reachable (status degraded when the broker is not)' },
-        503: { ...ref('HealthResponse'), description: 'database unreachable' },
+        200: Ref(HealthResponse, { description: 'database reachable (status degraded when the broker is not)' }),
+        503: Ref(HealthResponse, { description: 'database unreachable' }),
       },
     });
 
@@ -75,7 +75,7 @@ export async function healthRoutes(app: FastifyInstance, { deps, options }: AppC
     });
   }
 
-  app.get('/healthz', { schema: routeSchema(TAG, 'Liveness: the process answers (no dependency checks)', { security: [], response: { 200: ref('HealthResponse') } }) }, async () => ({
+  app.get('/healthz', { schema: routeSchema(TAG, 'Liveness: the process answers (no dependency checks)', { security: [], response: { 200: Ref(HealthResponse) } }) }, async () => ({
     status: 'ok',
     version: VERSION,
     uptime_seconds: Math.round((Date.now() - started) / 1000),

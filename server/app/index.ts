@@ -7,20 +7,22 @@
  *   1. write server/app/<name>.ts exporting an `AppPlugin` (`{name, tag, routes(app, ctx)}`);
  *      declare a `schema` on every route with `routeSchema(tag, summary, {...})` so it is validated
  *      and appears in /docs (bodies are validated without type coercion, query strings and path
- *      parameters with it; schemas may `$ref` those of schemas.ts); throw AppError
+ *      parameters with it; wire shapes come from common/contract/, whose `$id` schemas routes
+ *      refer to with `Ref(X)`); throw AppError
  *      (server/errors.ts) for 4xx answers;
  *   2. add its services to `ServerDeps` (server/services.ts) — optional fields if the core may
  *      run without them — and read them from `ctx.deps`;
  *   3. append it to `PLUGINS` below. Auth, error envelope, metrics and OpenAPI apply automatically.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { DEFAULT_PUBLIC_ENDPOINTS } from '../config.js';
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_PUBLIC_ENDPOINTS } from '../config.js';
 import type { ServerDeps } from '../services.js';
 import type { AppContext, AppOptions, AppPlugin, ResolvedAppOptions } from './context.js';
 import { catalogRoutes } from './catalog.js';
 import { credentialsAppPlugin } from './credentials.js';
 import { keychainAppPlugin } from './keychain.js';
 import { varsAppPlugin } from './vars.js';
+import { hooksAppPlugin } from './hooks.js';
 import { commandRoutes } from './commands.js';
 import { databaseRoutes } from './database.js';
 import { docsRoutes, registerOpenApi } from './docs.js';
@@ -29,9 +31,11 @@ import { executionRoutes } from './executions.js';
 import { healthRoutes } from './health.js';
 import { queueRoutes } from './queue.js';
 import { runtimeRoutes } from './runtime.js';
+import { scheduleRoutes } from './schedules.js';
 import { sharedSchemas } from './schemas.js';
+import { uiRoutes } from './ui.js';
 import {
-  errorHandler, frameworkErrors, installAuth, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
+  errorHandler, frameworkErrors, installAuth, installInputGuards, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
 } from './support.js';
 
 export type { AppContext, AppOptions, AppPlugin } from './context.js';
@@ -44,11 +48,14 @@ export const PLUGINS: AppPlugin[] = [
   { name: 'commands', tag: { name: 'commands', description: 'Worker command protocol: claim and lease heartbeats' }, routes: commandRoutes },
   { name: 'queue', tag: { name: 'queue', description: 'Queue statistics' }, routes: queueRoutes },
   { name: 'runtime', tag: { name: 'runtime', description: 'Server and worker pool registrations' }, routes: runtimeRoutes },
+  { name: 'schedules', tag: { name: 'schedules', description: 'Schedules: cron triggers of playbooks' }, routes: scheduleRoutes },
   { name: 'database', tag: { name: 'database', description: "Direct SQL on the server's database" }, routes: databaseRoutes },
   credentialsAppPlugin,
   keychainAppPlugin,
   varsAppPlugin,
+  hooksAppPlugin,
   { name: 'docs', tag: { name: 'docs', description: 'API documentation' }, routes: docsRoutes },
+  { name: 'ui', tag: { name: 'ui', description: 'Web console (served at /ui)' }, routes: uiRoutes },
 ];
 
 export interface RouteInfo {
@@ -67,9 +74,9 @@ export function resolveOptions(opts: AppOptions): ResolvedAppOptions {
   return {
     apiToken: opts.apiToken || undefined,
     publicEndpoints: opts.publicEndpoints ?? DEFAULT_PUBLIC_ENDPOINTS,
-    sqlApi: opts.sqlApi ?? true,
+    sqlApi: opts.sqlApi ?? false,
     sqlTimeoutMs: opts.sqlTimeoutMs ?? 60_000,
-    bodyLimit: opts.bodyLimit ?? 10 * 1024 * 1024,
+    bodyLimit: opts.bodyLimit ?? DEFAULT_MAX_BODY_BYTES,
     healthTimeoutMs: opts.healthTimeoutMs ?? 2_000,
   };
 }
@@ -89,11 +96,12 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
   });
 
   app.setValidatorCompiler(validatorCompiler);
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler(errorHandler(() => deps.stopping?.() ?? false));
   app.setNotFoundHandler(notFoundHandler);
   installJsonParser(app);
   installRequestMetrics(app);
   installAuth(app, options.apiToken, options.publicEndpoints);
+  installInputGuards(app);
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });

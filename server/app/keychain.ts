@@ -3,7 +3,7 @@
  *   GET    /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type (default global)
  *          → 200 with status success | expired | not_found (the body says which)
  *   POST   /api/keychain/{catalog_id}/{keychain_name}   store/replace → {status, message, keychain_name, catalog_id, cache_key, expires_at, ttl_seconds, auto_renew}
- *   DELETE /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type → {status: success | not_found, message, keychain_name, catalog_id} (200 either way)
+ *   DELETE /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type → {status: success, message, keychain_name, catalog_id}; 404 when there was none
  *   GET    /api/keychain/catalog/{catalog_id}           → {status, catalog_id, entries: [...], count}
  * Defaults when omitted on POST: scope_type global, cache_type `token` with auto_renew else
  * `secret`, credential_type `secret`, ttl by scope (local 3600, global/shared 86400).
@@ -11,15 +11,18 @@
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
 import { errors } from './schemas.js';
+import { safeName } from './support.js';
+import { notFound } from '../errors.js';
+import type { CatalogService } from '../services.js';
 import type { AppPlugin } from './context.js';
 import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
 
-const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]+$' }, { type: 'integer', minimum: 0 }] };
+const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]{1,19}$' }, { type: 'integer', minimum: 0 }] };
 const jsonObject = { type: 'object', additionalProperties: true };
 const params = {
   type: 'object',
   required: ['catalog_id', 'keychain_name'],
-  properties: { catalog_id: { type: 'string', pattern: '^[0-9]+$' }, keychain_name: { type: 'string', minLength: 1, maxLength: 255 } },
+  properties: { catalog_id: { type: 'string', pattern: '^[0-9]{1,19}$' }, keychain_name: safeName },
 };
 const scopeQuery = {
   type: 'object',
@@ -41,16 +44,21 @@ export interface KeychainPluginOptions {
 type P = { catalog_id: string; keychain_name: string };
 type Q = { execution_id?: string; scope_type?: string };
 
-export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions): Promise<void> {
+export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'> }): Promise<void> {
   const svc = opts.keychain;
   if (!svc) return;
+  // Entries belong to a playbook of the catalog: storing one for an id that does not exist is a
+  // 404, not an orphan row. (Suites that mount the keychain without the catalog skip the check.)
+  const requireCatalog = async (catalogId: string) => {
+    if (opts.catalog && !(await opts.catalog.getById(catalogId))) throw notFound(`catalog entry ${catalogId} not found`);
+  };
   const tags = ['keychain'];
 
   app.get<{ Params: { catalog_id: string } }>('/api/keychain/catalog/:catalog_id', {
     schema: {
       tags,
       summary: 'Keychain entries of a playbook catalog entry (no token data)',
-      params: { type: 'object', properties: { catalog_id: { type: 'string', pattern: '^[0-9]+$' } } },
+      params: { type: 'object', properties: { catalog_id: { type: 'string', pattern: '^[0-9]{1,19}$' } } },
       response: {
         200: {
           type: 'object',
@@ -114,7 +122,7 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
           scope_type: { type: 'string', enum: [...SCOPE_TYPES] },
           execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
           parent_execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
-          ttl_seconds: { type: 'integer', minimum: 0 },
+          ttl_seconds: { type: 'integer', minimum: 0, maximum: 315_360_000, description: 'at most 10 years' },
           expires_at: { type: ['string', 'null'] },
           auto_renew: { type: 'boolean' },
           renew_config: renewConfig,
@@ -130,15 +138,18 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
             ttl_seconds: { type: 'number' }, auto_renew: { type: 'boolean' },
           },
         },
-        ...errors(400),
+        ...errors(400, 404),
       },
     },
-  }, async (req) => svc.set(req.params.catalog_id, req.params.keychain_name, req.body));
+  }, async (req) => {
+    await requireCatalog(req.params.catalog_id);
+    return svc.set(req.params.catalog_id, req.params.keychain_name, req.body);
+  });
 
   app.delete<{ Params: P; Querystring: Q }>('/api/keychain/:catalog_id/:keychain_name', {
     schema: {
       tags,
-      summary: 'Delete a keychain entry (status not_found when there was none)',
+      summary: 'Delete a keychain entry (404 when there was none)',
       params,
       querystring: scopeQuery,
       response: {
@@ -146,10 +157,14 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
           type: 'object',
           properties: { status: { type: 'string', enum: ['success', 'not_found'] }, message: { type: 'string' }, keychain_name: { type: 'string' }, catalog_id: { type: 'string' } },
         },
-        ...errors(400),
+        ...errors(400, 404),
       },
     },
-  }, async (req) => svc.remove(req.params.catalog_id, req.params.keychain_name, req.query));
+  }, async (req) => {
+    const r = await svc.remove(req.params.catalog_id, req.params.keychain_name, req.query);
+    if (r.status === 'not_found') throw notFound(r.message, { keychain_name: r.keychain_name, catalog_id: r.catalog_id });
+    return r;
+  });
 }
 
 export const keychainAppPlugin: AppPlugin = {

@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import { AppError, badRequest, unauthorized } from '../errors.js';
+import { isConnectionError } from '../db.js';
 import { metrics } from '../metrics.js';
 import type { PublicEndpointGroup } from '../config.js';
 import { sharedSchemas } from './schemas.js';
@@ -27,8 +28,83 @@ for (const s of sharedSchemas) {
 
 export function validatorCompiler({ schema, httpPart }: { schema: unknown; httpPart?: string }): ValidateFunction {
   const ajv = httpPart === 'body' ? bodyAjv : textAjv;
-  return ajv.compile(schema as object);
+  return ajv.compile(boundNumbers(schema));
 }
+
+/**
+ * Numbers no route can use (1e20 seconds, offset 1e99) become 400s, not database errors: a
+ * number or integer schema without a bound gets ±MAX_SAFE_INTEGER. The route's own bounds win.
+ * A copy: the OpenAPI document shows the schemas as written.
+ */
+function boundNumbers(schema: unknown): object {
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
+    if (!node || typeof node !== 'object') return node;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(node)) out[k] = k === 'default' || k === 'enum' || k === 'const' ? v : walk(v);
+    const types = Array.isArray(out.type) ? out.type : [out.type];
+    if (types.includes('integer') || types.includes('number')) {
+      if (out.maximum === undefined && out.exclusiveMaximum === undefined) out.maximum = Number.MAX_SAFE_INTEGER;
+      if (out.minimum === undefined && out.exclusiveMinimum === undefined) out.minimum = -Number.MAX_SAFE_INTEGER;
+    }
+    return out;
+  };
+  return walk(schema) as object;
+}
+
+// ---- input guards -----------------------------------------------------------------------------
+
+/** Nesting a request body may have (a run payload 5,000 levels deep is refused, not a 500). */
+export const MAX_BODY_DEPTH = 64;
+
+/**
+ * Checks every string and key of the path parameters, the query string and the body before
+ * validation: PostgreSQL cannot store a NUL character in text or jsonb, so one anywhere is a 400
+ * naming the field (not a database error); a body nested deeper than MAX_BODY_DEPTH is refused
+ * before anything walks it recursively.
+ */
+export function installInputGuards(app: FastifyInstance) {
+  app.addHook('preValidation', async (req) => {
+    checkInput(req.params, 'params');
+    checkInput(req.query, 'querystring');
+    checkInput(req.body, 'body');
+  });
+}
+
+function checkInput(value: unknown, location: string): void {
+  const where = location === 'querystring' ? 'query parameter' : location === 'params' ? 'path parameter' : 'body';
+  const fail = (field: string, message: string): never => {
+    throw new AppError(400, 'bad_request', `${where} field '${field}' ${message}`, [{ location, field, message }]);
+  };
+  const walk = (v: unknown, path: string, depth: number): void => {
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) fail(path, 'contains a NUL character (\\u0000), which cannot be stored');
+      return;
+    }
+    if (!v || typeof v !== 'object') return;
+    if (depth > MAX_BODY_DEPTH) fail(path, `is nested deeper than ${MAX_BODY_DEPTH} levels`);
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) walk(v[i], `${path}[${i}]`, depth + 1);
+      return;
+    }
+    for (const [k, x] of Object.entries(v)) {
+      const shown = k.split('\u0000').join('\\u0000');
+      const p = path ? `${path}.${shown}` : shown;
+      if (k.includes('\u0000')) fail(p, 'is a key containing a NUL character (\\u0000), which cannot be stored');
+      walk(x, p, depth + 1);
+    }
+  };
+  walk(value, '', 0);
+}
+
+/** A name stored as a key (credential names): no path separators, no `.`/`..`, no control characters. */
+export const safeName = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^(?!\\.{1,2}$)(?!\\s)(?!.*\\s$)[^/\\\\\\u0000-\\u001f\\u007f]+$',
+  'x-message': "must be a name without '/', '\\', control characters or surrounding spaces, and not '.' or '..'",
+} as const;
 
 export interface FieldProblem {
   location: string;
@@ -98,7 +174,17 @@ const FASTIFY_CODES: Record<string, [number, string, string?]> = {
   FST_ERR_ASYNC_CONSTRAINT: [400, 'bad_request'],
 };
 
-export function errorHandler(this: FastifyInstance, err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
+/**
+ * The app's error handler. `stopping`: whether the server is shutting down, when a lost database
+ * connection is expected (`playflow dev` on Ctrl-C stops its PostgreSQL too) and not a warning.
+ */
+export function errorHandler(stopping: () => boolean = () => false) {
+  return function handle(this: FastifyInstance, err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
+    return handleError(err, req, reply, stopping);
+  };
+}
+
+function handleError(err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply, stopping: () => boolean) {
   if (err instanceof AppError) {
     if (err.statusCode >= 500) req.log.error({ err }, err.message);
     return sendError(reply, err.statusCode, err.code, err.message, err.details);
@@ -116,6 +202,12 @@ export function errorHandler(this: FastifyInstance, err: FastifyError | AppError
   }
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
     return sendError(reply, fe.statusCode, (fe.code ?? `http_${fe.statusCode}`).toLowerCase(), fe.message);
+  }
+  if (isConnectionError(err)) {
+    // A lost or refused database connection: nothing was done, the caller retries (workers do).
+    if (stopping()) req.log.debug({ err: err.message }, 'database connection lost during the request (the server is stopping)');
+    else req.log.warn({ err: err.message }, 'database connection lost during the request');
+    return sendError(reply, 503, 'database_unavailable', 'the database connection was lost or refused; retry the request', { request_id: req.id });
   }
   req.log.error({ err }, 'unhandled error');
   return sendError(reply, 500, 'internal_error', 'internal server error; see the server log', { request_id: req.id });
@@ -139,7 +231,10 @@ export function notFoundHandler(req: FastifyRequest, reply: FastifyReply) {
  * a body still gets field-level messages) and a syntax error says where it is.
  */
 export function installJsonParser(app: FastifyInstance) {
-  const safeParse = app.getDefaultJsonParser('error', 'error');
+  // Any key is data: JSON.parse makes `__proto__` an own property (it never sets a prototype), so
+  // an API answer carrying one is stored and returned as it came (issue 20). What reads request
+  // bodies copies them with spreads or skips such names (server/engine/context.ts DENIED).
+  const safeParse = app.getDefaultJsonParser('ignore', 'ignore');
   // JSON only: other bodies (fastify parses text/plain by default) answer 415.
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
@@ -155,8 +250,6 @@ export function installJsonParser(app: FastifyInstance) {
           detail = (syntax as Error).message;
           return done(new AppError(400, 'invalid_json', `request body is not valid JSON: ${detail}`), undefined);
         }
-        // Valid JSON that the prototype-poisoning guard refused.
-        return done(new AppError(400, 'invalid_json', 'request body rejected: "__proto__" and "constructor.prototype" keys are not allowed'), undefined);
       }
       return done(new AppError(400, 'invalid_json', `request body rejected: ${detail}`), undefined);
     });
@@ -170,6 +263,11 @@ export const ALWAYS_PUBLIC = new Set(['/health', '/healthz', '/readyz']);
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
+}
+
+/** The console's shell and assets (server/app/ui.ts): static code, no data; its API calls carry the token. */
+function isConsoleShell(route: string): boolean {
+  return route === '/' || route === '/ui' || route === '/ui/*';
 }
 
 /** The group an unauthenticated route pattern may belong to (PLAYFLOW_PUBLIC_ENDPOINTS). */
@@ -190,9 +288,11 @@ export function installAuth(app: FastifyInstance, token: string | undefined, pub
   app.addHook('onRequest', async (req: FastifyRequest) => {
     const route = req.routeOptions.url;
     if (route !== undefined) {
-      if (ALWAYS_PUBLIC.has(route)) return;
+      if (ALWAYS_PUBLIC.has(route) || isConsoleShell(route)) return;
       const g = groupOf(route);
       if (g && publicGroups.includes(g)) return;
+      // A route that authenticates its requests itself (webhook deliveries: an HMAC signature).
+      if ((req.routeOptions.config as { publicRoute?: boolean } | undefined)?.publicRoute === true) return;
     }
     const header = req.headers.authorization;
     const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
@@ -208,14 +308,16 @@ export function installRequestMetrics(app: FastifyInstance) {
     const route = req.routeOptions.url ?? 'unmatched';
     metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
     metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
-    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    req.log.debug({ method: req.method, url: req.url.split('?')[0], // a query string may carry a credential
+      status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 }
 
 // ---- helpers for routes -----------------------------------------------------------------------
 
 /** A schema with its OpenAPI tag; every route must have one so /docs groups it. */
-export function routeSchema(tag: string, summary: string, schema: FastifySchema & { description?: string }): FastifySchema {
+/** Generic so a type provider (TypeBox, common/contract/) still infers the request types from it. */
+export function routeSchema<S extends FastifySchema & { description?: string }>(tag: string, summary: string, schema: S): S & { tags: string[]; summary: string } {
   const response = schema.response as Record<string, Record<string, unknown>> | undefined;
   if (response) {
     for (const [code, r] of Object.entries(response)) {
@@ -224,7 +326,7 @@ export function routeSchema(tag: string, summary: string, schema: FastifySchema 
       }
     }
   }
-  return { tags: [tag], summary, ...schema } as FastifySchema;
+  return { tags: [tag], summary, ...schema };
 }
 
 const INT64_MAX = 2n ** 63n - 1n;

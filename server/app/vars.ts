@@ -8,14 +8,16 @@
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
 import { errors } from './schemas.js';
+import { notFound } from '../errors.js';
+import type { ExecutionService } from '../services.js';
 import type { AppPlugin } from './context.js';
 import { VAR_TYPES, type VarsService } from '../secrets/vars.js';
 
-const execParams = { type: 'object', required: ['execution_id'], properties: { execution_id: { type: 'string', pattern: '^[0-9]+$' } } };
+const execParams = { type: 'object', required: ['execution_id'], properties: { execution_id: { type: 'string', pattern: '^[0-9]{1,19}$' } } };
 const varParams = {
   type: 'object',
   required: ['execution_id', 'var_name'],
-  properties: { execution_id: { type: 'string', pattern: '^[0-9]+$' }, var_name: { type: 'string' } },
+  properties: { execution_id: { type: 'string', pattern: '^[0-9]{1,19}$' }, var_name: { type: 'string' } },
 };
 const varView = {
   type: 'object',
@@ -29,9 +31,14 @@ export interface VarsPluginOptions {
   vars?: VarsService;
 }
 
-export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions): Promise<void> {
+export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions & { executions?: Pick<ExecutionService, 'get'> }): Promise<void> {
   const svc = opts.vars;
   if (!svc) return;
+  // Variables belong to an execution: setting them on one that does not exist is a 404, not an
+  // orphan row. (Suites that mount vars without the execution service skip the check.)
+  const requireExecution = async (id: string) => {
+    if (opts.executions && !(await opts.executions.get(id))) throw notFound(`execution ${id} not found`);
+  };
   const tags = ['vars'];
 
   app.get<{ Params: { execution_id: string } }>('/api/vars/:execution_id', {
@@ -73,10 +80,13 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions):
       },
       response: {
         200: { type: 'object', properties: { execution_id: { type: 'string' }, variables_set: { type: 'integer' }, var_names: { type: 'array', items: { type: 'string' } } } },
-        ...errors(400),
+        ...errors(400, 404),
       },
     },
-  }, async (req) => svc.set(req.params.execution_id, req.body));
+  }, async (req) => {
+    await requireExecution(req.params.execution_id);
+    return svc.set(req.params.execution_id, req.body);
+  });
 
   app.delete<{ Params: { execution_id: string; var_name: string } }>('/api/vars/:execution_id/:var_name', {
     schema: {

@@ -1,18 +1,6 @@
 /** Small helpers shared by the credentials, keychain and vars services. */
 import { badRequest } from '../errors.js';
 
-/** Minimal logger interface (pino and fastify's logger satisfy it). Never pass secret values. */
-export interface SecretsLogger {
-  warn(obj: object, msg: string): void;
-  info?(obj: object, msg: string): void;
-}
-
-export const consoleLogger: SecretsLogger = {
-  warn(obj, msg) {
-    process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...obj })}\n`);
-  },
-};
-
 /** IDs are int64 in Postgres, sent as decimal strings, accepted as a string or an integer. */
 export function parseId(value: unknown, field: string): string {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return String(value);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type SecretsHarness } from './test-helpers.js';
+import { createHarness, type SecretsHarness } from '../../test/helpers/secrets.js';
 import { createSecretsServices } from './index.js';
 
 let h: SecretsHarness;

@@ -5,15 +5,17 @@
  * paths; it is never logged.
  */
 import { AppError, badRequest, notFound } from '../errors.js';
-import type { Db } from '../services.js';
+import type { Db } from '../db.js';
 import type { Cipher } from '../crypto.js';
 import type { Json, JsonObject } from '../../playbook/types.js';
 import * as store from '../store/credentials.js';
+import type { ResourceOwner } from '../../common/protocol.js';
+import { checkClaim, parseOwner } from '../ownership.js';
 import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.js';
-import { iso, isPlainObject, optionalId } from './common.js';
-
-export const CREDENTIAL_TYPES = ['postgres', 'oauth2', 'bearer', 'basic', 'api_key', 'service_account', 'warehouse', 'custom'] as const;
-export type CredentialType = (typeof CREDENTIAL_TYPES)[number];
+import { iso, isPlainObject, optionalId, parseId } from './common.js';
+import { describeScope, parseScope, scopeAllows } from './scope.js';
+import { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery } from '../../common/secrets.js';
+export { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery };
 
 /** 400 with the spec's body `{message: 'Credential validation failed', errors: [...]}` (plus `error`). */
 export class CredentialValidationError extends AppError {
@@ -34,51 +36,26 @@ export interface CredentialInput {
   schema?: unknown;
   meta?: unknown;
   tags?: unknown;
+  /** Claims the name for a Kubernetes resource (issue 14); see server/ownership.ts. */
+  owner?: unknown;
+  /** {paths?, namespaces?} (server/secrets/scope.ts); omitted keeps the stored scope, null removes it. */
+  scope?: unknown;
+  /**
+   * With owner: also claim a credential without owner whose meta says this resource stored it
+   * (`source: kubernetes`, `namespace`, `resource`) — an operator from before ownership did.
+   */
+  adopt?: unknown;
 }
 
-export interface CredentialMeta {
-  id: number;
-  name: string;
-  type: string;
-  description: string | null;
-  tags: string[];
-  meta: JsonObject;
-  schema: JsonObject | null;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface CredentialWithData extends CredentialMeta {
-  data?: JsonObject;
-  /** Present when include_data stored a copy in the authentication cache. */
-  cache?: { cache_key: string; cache_type: string; scope_type: string; execution_id: string | null; access_count: number; expires_at: string; accessed_at: string };
-}
-
-export interface CredentialRead {
-  credential_id: number;
-  credential_key: string;
-  credential_type: string;
-  data: JsonObject;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface CredentialList {
-  credentials: CredentialMeta[];
-  /** Rows in this page. */
-  count: number;
-  /** Rows matching the filters. */
-  total: number;
-  limit: number;
-  offset: number;
-}
-
-export interface CredentialListQuery {
-  type?: string;
-  tag?: string;
-  q?: string;
-  limit?: number;
-  offset?: number;
+/**
+ * Proof that the reader is the worker running a command: the command's queue_id and the
+ * worker_id + lease_token of its claim. The credential read path serves data only to the lease
+ * holder, and only for a command whose playbook is in the credential's scope.
+ */
+export interface LeaseProof {
+  queue_id: string;
+  worker_id: string;
+  lease_token: string;
 }
 
 export interface GetOptions {
@@ -103,6 +80,8 @@ function toMeta(r: store.CredentialRow): CredentialMeta {
     schema: (r.schema ?? null) as JsonObject | null,
     created_at: iso(r.created_at)!,
     updated_at: iso(r.updated_at)!,
+    ...(r.owner ? { owner: r.owner } : {}),
+    scope: r.scope ?? null,
   };
 }
 
@@ -125,6 +104,9 @@ export class CredentialService {
   /** Create or update by name. With a schema, data is validated first (spec rules, in order). */
   async upsert(input: CredentialInput): Promise<{ credential: CredentialMeta; created: boolean }> {
     const { name, type, description, data, schema, meta, tags } = input;
+    const owner = parseOwner(input.owner);
+    if (input.adopt !== undefined && typeof input.adopt !== 'boolean') throw badRequest('adopt must be a boolean', { field: 'adopt' });
+    if (input.adopt === true && !owner) throw badRequest("adopt needs owner: only a resource can adopt what it stored", { field: 'adopt' });
     if (typeof name !== 'string' || name.trim() === '') throw badRequest('name is required (a non-empty string)');
     if (name.length > 255) throw badRequest('name must be at most 255 characters');
     if (typeof type !== 'string' || !(CREDENTIAL_TYPES as readonly string[]).includes(type)) {
@@ -136,6 +118,7 @@ export class CredentialService {
     if (tags !== undefined && tags !== null && !(Array.isArray(tags) && tags.every((t) => typeof t === 'string'))) {
       throw badRequest('tags must be an array of strings');
     }
+    const scope = parseScope(input.scope);
     const schemaProblem = checkSchemaShape(schema as Json | undefined);
     if (schemaProblem) throw badRequest(schemaProblem, { field: 'schema' });
     if (schema) {
@@ -143,7 +126,7 @@ export class CredentialService {
       if (!result.valid) throw new CredentialValidationError(result.errors);
     }
     const sealed = this.cipher.encrypt(data, 'credential');
-    const { row, created } = await store.upsertCredential(this.db.pool, {
+    const written = await store.upsertCredential(this.db.pool, {
       name,
       type,
       data_enc: sealed,
@@ -152,7 +135,16 @@ export class CredentialService {
       meta: meta ?? {},
       tags: (tags as string[] | undefined) ?? [],
       description: (description as string | undefined) ?? null,
+      owner: owner ?? null,
+      scope,
+      adopt: input.adopt === true,
     });
+    if (!written) {
+      const holder = await store.findCredential(this.db.pool, name);
+      checkClaim(`credential '${name}'`, holder?.owner, owner);
+      throw new AppError(409, 'conflict', `credential '${name}' changed owner while being written; retry`);
+    }
+    const { row, created } = written;
     return { credential: toMeta(row), created };
   }
 
@@ -169,6 +161,10 @@ export class CredentialService {
     if (!row) throw notFound(`credential '${identifier}' not found`);
     const out: CredentialWithData = toMeta(row);
     if (!opts.include_data) return out;
+    // A scoped credential's data goes only to the worker holding a command of an allowed playbook.
+    if (row.scope) {
+      throw new AppError(403, 'credential_scoped', `credential '${row.name}' is scoped (${describeScope(row.scope)}): its data is served only to a worker holding the lease of a command of an allowed playbook, not with include_data`);
+    }
     const data = this.cipher.decrypt<JsonObject>(row.data_enc, 'credential');
     out.data = data;
     const executionId = optionalId(opts.execution_id, 'execution_id');
@@ -199,10 +195,25 @@ export class CredentialService {
     return out;
   }
 
-  /** The worker read path: decrypted data under the spec's read shape. */
-  async read(credentialKey: string): Promise<CredentialRead> {
+  /**
+   * The worker read path: decrypted data under the spec's read shape. With `lease`, only for the
+   * holder of that command's lease (409 `not_lease_holder`) and only when the command's playbook
+   * is in the credential's scope (403 `credential_not_allowed`, naming credential and path). A
+   * scoped credential is never served without a lease (403 `credential_scoped`).
+   */
+  async read(credentialKey: string, lease?: LeaseProof): Promise<CredentialRead> {
+    // The lease first: a non-holder learns nothing, not even whether the credential exists.
+    const cmd = lease ? await this.leasedCommand(lease) : undefined;
     const row = await store.findCredential(this.db.pool, credentialKey);
     if (!row) throw notFound(`credential '${credentialKey}' not found`);
+    if (row.scope && !cmd) {
+      throw new AppError(403, 'credential_scoped', `credential '${row.name}' is scoped (${describeScope(row.scope)}): it is served only with the queue_id, worker_id and lease_token of a command of an allowed playbook`);
+    }
+    if (row.scope && cmd && !scopeAllows(row.scope, { path: cmd.path, namespace: cmd.namespace })) {
+      throw new AppError(403, 'credential_not_allowed',
+        `credential '${row.name}' may not be used by playbook '${cmd.path}'${cmd.namespace ? ` (namespace ${cmd.namespace})` : ''}: its scope allows ${describeScope(row.scope)}`,
+        { credential: row.name, path: cmd.path, namespace: cmd.namespace });
+    }
     return {
       credential_id: Number(row.id),
       credential_key: row.name,
@@ -213,8 +224,20 @@ export class CredentialService {
     };
   }
 
-  async remove(identifier: string): Promise<{ id: number; name: string; deleted: true }> {
+  private async leasedCommand(lease: LeaseProof): Promise<store.CommandLease> {
+    const queueId = parseId(lease.queue_id, 'queue_id');
+    const cmd = await store.commandLease(this.db.pool, queueId);
+    if (!cmd) throw notFound(`queue entry ${queueId} not found`);
+    if (cmd.status !== 'leased' || cmd.worker_id !== lease.worker_id || cmd.lease_token === null || cmd.lease_token !== lease.lease_token) {
+      throw new AppError(409, 'not_lease_holder', `queue entry ${queueId} is not leased to worker '${lease.worker_id}' under this lease_token; its credentials are refused`, { status: cmd.status });
+    }
+    return cmd;
+  }
+
+  /** With `owner`, only when that owner holds the credential (409 otherwise). */
+  async remove(identifier: string, owner?: ResourceOwner): Promise<{ id: number; name: string; deleted: true }> {
     const row = await store.findCredential(this.db.pool, identifier);
+    if (row && owner) checkClaim(`credential '${row.name}'`, row.owner, owner);
     if (!row || !(await store.deleteCredential(this.db.pool, row.id))) throw notFound(`credential '${identifier}' not found`);
     return { id: Number(row.id), name: row.name, deleted: true };
   }

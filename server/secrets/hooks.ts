@@ -4,17 +4,17 @@
  */
 import type pg from 'pg';
 import type { ExecutionHooks } from '../services.js';
-import type { Id } from '../../client/protocol.js';
+import type { Id } from '../../common/protocol.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { idLiteral } from '../store/sql.js';
 import * as vars from '../store/vars.js';
 import * as keychain from '../store/keychain.js';
 import * as credentials from '../store/credentials.js';
 import { checkVarNames } from './vars.js';
-import { consoleLogger, type SecretsLogger } from './common.js';
+import { type Logger, stderrLogger } from '../../common/logger.js';
 
-export function createSecretsHooks(opts: { logger?: SecretsLogger } = {}): ExecutionHooks {
-  const log = opts.logger ?? consoleLogger;
+export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHooks {
+  const log = opts.logger ?? stderrLogger;
   return {
     /** vars block results: var_type `step_result`, source_step = the step. Over-long names are skipped and logged. */
     async onVarsSet(client: pg.PoolClient, executionId: Id, variables: JsonObject, sourceStep: string) {
@@ -44,9 +44,11 @@ export function createSecretsHooks(opts: { logger?: SecretsLogger } = {}): Execu
      * Terminal status: drop the execution's variables, its local keychain entries, its
      * execution-scoped authentication cache, and — when it is the root — the tree's shared entries.
      */
-    async onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id }) {
+    async onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id; status?: string }) {
       const id = String(execution.execution_id);
-      await vars.deleteVarsOfExecution(client, id);
+      // A failed or cancelled execution may be retried in place: its variables stay for the retry
+      // (they go when it completes, or with the execution when retention deletes it).
+      if (execution.status !== 'failed' && execution.status !== 'cancelled') await vars.deleteVarsOfExecution(client, id);
       await keychain.deleteLocalEntries(client, id);
       await credentials.deleteAuthCacheForExecution(client, id);
       if (String(execution.root_execution_id) === id) await keychain.deleteSharedEntries(client, id);

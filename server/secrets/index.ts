@@ -7,13 +7,12 @@
  *   hooks = secrets.hooks;                      // ExecutionHooks for the execution service
  *   sweeper: every N seconds `sweepExpired(db)`
  */
-import type { Db } from '../services.js';
+import type { Db } from '../db.js';
 import { cipherFromEnv, verifyKey, type Cipher, type CipherEnv } from '../crypto.js';
 import { CredentialService, type CredentialServiceOptions } from './credentials.js';
 import { KeychainService, type KeychainServiceOptions } from './keychain.js';
 import { VarsService } from './vars.js';
 import { createSecretsHooks } from './hooks.js';
-import type { SecretsLogger } from './common.js';
 
 export { CredentialService, CredentialValidationError, CREDENTIAL_TYPES } from './credentials.js';
 export { KeychainService, DEFAULT_TTL, cacheKeyFor, withRenewDefaults } from './keychain.js';
@@ -21,6 +20,7 @@ export { VarsService, VAR_TYPES } from './vars.js';
 export { createSecretsHooks, secretsHooks } from './hooks.js';
 export { sweepExpired } from './sweep.js';
 import { sweepExpired, type SweepOptions } from './sweep.js';
+import { type Logger } from '../../common/logger.js';
 export { validateData } from './schema.js';
 
 export interface SecretsOptions extends CredentialServiceOptions, KeychainServiceOptions {
@@ -28,7 +28,7 @@ export interface SecretsOptions extends CredentialServiceOptions, KeychainServic
   /** PLAYFLOW_ENCRYPTION_KEY(_PREVIOUS) and PLAYFLOW_AUTH_CACHE_TTL_SECONDS (default 3600). */
   env?: CipherEnv & { PLAYFLOW_AUTH_CACHE_TTL_SECONDS?: string };
   dev?: boolean;
-  logger?: SecretsLogger;
+  logger?: Logger;
 }
 
 /** PLAYFLOW_AUTH_CACHE_TTL_SECONDS: lifetime of an authentication-cache entry (default 3600). */

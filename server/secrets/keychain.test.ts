@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type SecretsHarness } from './test-helpers.js';
+import { createHarness, type SecretsHarness } from '../../test/helpers/secrets.js';
 import { createSecretsHooks } from './hooks.js';
 import { sweepExpired } from './sweep.js';
 import { createSecretsServices } from './index.js';
+import { silentLogger } from '../../common/logger.js';
 
 let h: SecretsHarness;
 beforeAll(async () => {
@@ -109,19 +110,19 @@ describe('keychain state table', () => {
     expect(r.statusCode).toBe(400);
   });
 
-  it('any → DELETE → removed; second DELETE says not_found', async () => {
+  it('any → DELETE → removed; a second DELETE is 404 not_found', async () => {
     const d = await h.app.inject({ method: 'DELETE', url: url(1, 'abs') });
     expect(d.json()).toEqual({ status: 'success', message: "Keychain entry 'abs' deleted", keychain_name: 'abs', catalog_id: '1' });
     expect(await get(1, 'abs')).toEqual({ status: 'not_found', keychain_name: 'abs', catalog_id: '1', cache_key: 'abs:1:global' });
     const again = await h.app.inject({ method: 'DELETE', url: url(1, 'abs') });
-    expect(again.statusCode).toBe(200);
-    expect(again.json().status).toBe('not_found');
+    expect(again.statusCode).toBe(404);
+    expect(again.json().error).toMatchObject({ code: 'not_found', message: "Keychain entry 'abs' not found" });
   });
 
   it('local → execution completes → removed (other executions\' entries stay)', async () => {
     await set(2, 'tok', { token_data: { a: 1 }, scope_type: 'local', execution_id: 501 });
     await set(2, 'tok', { token_data: { a: 2 }, scope_type: 'local', execution_id: '502' });
-    const hooks = createSecretsHooks({ logger: { warn() {} } });
+    const hooks = createSecretsHooks({ logger: silentLogger });
     await h.db.tx((c) => hooks.onExecutionTerminal(c, { execution_id: '501', root_execution_id: '500', catalog_id: '2' }));
     expect((await get(2, 'tok', 'scope_type=local&execution_id=501')).status).toBe('not_found');
     expect((await get(2, 'tok', 'scope_type=local&execution_id=502')).token_data).toEqual({ a: 2 });

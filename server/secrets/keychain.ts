@@ -7,29 +7,20 @@
  * renews: the worker calls the token endpoint and POSTs the fresh token.
  */
 import { badRequest } from '../errors.js';
-import type { Db } from '../services.js';
+import type { Db } from '../db.js';
 import type { Cipher } from '../crypto.js';
 import type { JsonObject } from '../../playbook/types.js';
 import * as store from '../store/keychain.js';
 import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.js';
-import { consoleLogger, iso, isPlainObject, optionalId, parseId, type SecretsLogger } from './common.js';
+import { iso, isPlainObject, optionalId, parseId } from './common.js';
+import { type Logger, stderrLogger } from '../../common/logger.js';
+import { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList } from '../../common/secrets.js';
+export { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList };
 
-export const SCOPE_TYPES = ['local', 'global', 'shared'] as const;
-export type ScopeType = (typeof SCOPE_TYPES)[number];
 export const CACHE_TYPES = ['secret', 'token'] as const;
 
 /** Default TTLs (spec "Limits"): local 3600 s; global, catalog and shared 86400 s. */
 export const DEFAULT_TTL: Record<ScopeType | 'catalog', number> = { local: 3600, global: 86400, catalog: 86400, shared: 86400 };
-
-export interface RenewConfig {
-  endpoint: string;
-  method: string;
-  headers: JsonObject;
-  data?: JsonObject | null;
-  token_field: string;
-  ttl_field: string;
-  [k: string]: unknown;
-}
 
 /** Fills the spec's renew_config defaults: method POST, headers {}, token_field access_token, ttl_field expires_in. */
 export function withRenewDefaults(rc: Record<string, unknown>): RenewConfig {
@@ -64,78 +55,6 @@ export function cacheKeyFor(name: string, catalogId: string, scope: ScopeType, e
   return scope === 'local' ? `${name}:${catalogId}:${executionId}` : `${name}:${catalogId}:shared:${executionId}`;
 }
 
-export interface KeychainSuccess {
-  status: 'success';
-  keychain_name: string;
-  catalog_id: string;
-  cache_key: string;
-  token_data: JsonObject;
-  credential_type: string;
-  cache_type: string;
-  scope_type: ScopeType;
-  expires_at: string;
-  ttl_seconds: number;
-  accessed_at: string;
-  access_count: number;
-  auto_renew: boolean;
-  expired: false;
-}
-export interface KeychainExpired {
-  status: 'expired';
-  keychain_name: string;
-  catalog_id: string;
-  cache_key: string;
-  auto_renew: boolean;
-  renew_config?: RenewConfig;
-  expired: true;
-}
-export interface KeychainNotFound {
-  status: 'not_found';
-  keychain_name: string;
-  catalog_id: string;
-  cache_key: string;
-}
-export type KeychainGetResponse = KeychainSuccess | KeychainExpired | KeychainNotFound;
-
-export interface KeychainSetBody {
-  token_data?: unknown;
-  credential_type?: unknown;
-  cache_type?: unknown;
-  scope_type?: unknown;
-  execution_id?: unknown;
-  parent_execution_id?: unknown;
-  ttl_seconds?: unknown;
-  expires_at?: unknown;
-  auto_renew?: unknown;
-  renew_config?: unknown;
-  schema?: unknown;
-}
-
-export interface KeychainSetResponse {
-  status: 'success';
-  message: string;
-  keychain_name: string;
-  catalog_id: string;
-  cache_key: string;
-  expires_at: string;
-  ttl_seconds: number;
-  auto_renew: boolean;
-}
-
-export interface KeychainDeleteResponse {
-  status: 'success' | 'not_found';
-  message: string;
-  keychain_name: string;
-  catalog_id: string;
-}
-
-export interface KeychainCatalogList {
-  status: 'success';
-  catalog_id: string;
-  entries: Array<{ keychain_name: string; cache_key: string; scope_type: string; credential_type: string; expires_at: string; auto_renew: boolean; access_count: number }>;
-  count: number;
-}
-
 export interface ScopeQuery {
   execution_id?: unknown;
   scope_type?: unknown;
@@ -148,7 +67,7 @@ export interface KeychainServiceOptions {
    * send root_execution_id).
    */
   resolveRoot?: (executionId: string) => Promise<string | null>;
-  logger?: SecretsLogger;
+  logger?: Logger;
 }
 
 function parseScope(v: unknown): ScopeType {
@@ -164,14 +83,14 @@ function checkName(name: string): void {
 const remaining = (expiresAt: Date) => Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
 
 export class KeychainService {
-  private readonly log: SecretsLogger;
+  private readonly log: Logger;
 
   constructor(
     private readonly db: Pick<Db, 'pool'>,
     private readonly cipher: Cipher,
     private readonly opts: KeychainServiceOptions = {},
   ) {
-    this.log = opts.logger ?? consoleLogger;
+    this.log = opts.logger ?? stderrLogger;
   }
 
   private async keyFor(name: string, catalogIdIn: unknown, q: ScopeQuery): Promise<{ catalogId: string; scope: ScopeType; executionId: string | null; cacheKey: string }> {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type SecretsHarness } from './test-helpers.js';
+import { createHarness, type SecretsHarness } from '../../test/helpers/secrets.js';
 import { createSecretsHooks } from './hooks.js';
+import { silentLogger } from '../../common/logger.js';
 
 let h: SecretsHarness;
 beforeAll(async () => {
@@ -92,7 +93,7 @@ describe('vars API', () => {
 });
 
 describe('ExecutionHooks', () => {
-  const hooks = createSecretsHooks({ logger: { warn() {} } });
+  const hooks = createSecretsHooks({ logger: silentLogger });
 
   it('onVarsSet writes step_result with source_step; loadVars returns the other types only', async () => {
     await setVars(200, { variables: { from_api: 'x', shared: 'api' } });

@@ -3,52 +3,14 @@
  * GET of all variables never changes access tracking; GET of one counts the access.
  */
 import { badRequest, notFound } from '../errors.js';
-import type { Db } from '../services.js';
+import type { Db } from '../db.js';
 import type { Json } from '../../playbook/types.js';
 import * as store from '../store/vars.js';
 import { iso, isPlainObject, parseId } from './common.js';
+import { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse } from '../../common/secrets.js';
+export { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse };
 
-export const VAR_TYPES = ['user_defined', 'step_result', 'computed', 'iterator_state'] as const;
-export type VarType = (typeof VAR_TYPES)[number];
 export const MAX_VAR_NAME = 255;
-
-export interface VarView {
-  value: Json;
-  type: VarType;
-  source_step: string | null;
-  created_at: string;
-  accessed_at: string;
-  access_count: number;
-}
-
-export interface VarsList {
-  execution_id: string;
-  variables: Record<string, VarView>;
-  count: number;
-}
-
-export interface VarRead extends VarView {
-  execution_id: string;
-  var_name: string;
-}
-
-export interface VarsSetBody {
-  variables?: unknown;
-  var_type?: unknown;
-  source_step?: unknown;
-}
-
-export interface VarsSetResponse {
-  execution_id: string;
-  variables_set: number;
-  var_names: string[];
-}
-
-export interface VarDeleteResponse {
-  execution_id: string;
-  var_name: string;
-  deleted: boolean;
-}
 
 const view = (r: store.VarRow): VarView => ({
   value: r.var_value as Json,
