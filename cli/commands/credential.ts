@@ -3,6 +3,7 @@
  *
  *   playflow credential create <name> --type <type> [--data <json|@file>] [--from-literal k=v ...]
  *                              [--description d] [--tag t ...] [--schema <json|@file>]
+ *                              [--scope-path <glob> ...] [--scope-namespace <ns> ...] [--no-scope]
  *   playflow credential list [--type t] [--tag t] [--search text] [--limit n]
  *   playflow credential get <name|id> [--include-data]
  *   playflow credential delete <name|id>
@@ -36,6 +37,7 @@ function describe(c: CredentialWithData): string {
     ['Type', c.type],
     ['Description', c.description ?? ''],
     ['Tags', c.tags.join(', ')],
+    ['Scope', c.scope ? [c.scope.paths?.length ? `paths ${c.scope.paths.join(', ')}` : '', c.scope.namespaces?.length ? `namespaces ${c.scope.namespaces.join(', ')}` : ''].filter(Boolean).join('; ') : 'every playbook'],
     ['Created', c.created_at],
     ['Updated', c.updated_at],
   ]);
@@ -56,8 +58,14 @@ export function register(program: Command): void {
       .option('--from-literal <key=value>', 'one data field as a string (repeatable; added to --data)', collect)
       .option('--description <text>', 'human description')
       .option('--tag <tag>', 'a searchable tag (repeatable)', collect)
-      .option('--schema <json>', 'validation schema for data ({fields, required, types}): JSON or @file.json'),
-  ).action(action(async (name: string, opts: ApiOptions & { type: string; data?: string; fromLiteral?: string[]; description?: string; tag?: string[]; schema?: string }) => {
+      .option('--schema <json>', 'validation schema for data ({fields, required, types}): JSON or @file.json')
+      .option('--scope-path <glob>', 'only playbooks whose path matches may use it, e.g. team-a/** (repeatable)', collect)
+      .option('--scope-namespace <ns>', 'only playbooks owned by a resource in this namespace may use it (repeatable)', collect)
+      .option('--no-scope', 'remove the scope: every playbook may use it (without any scope option, an update keeps the stored scope)'),
+  ).action(action(async (name: string, opts: ApiOptions & {
+    type: string; data?: string; fromLiteral?: string[]; description?: string; tag?: string[]; schema?: string;
+    scopePath?: string[]; scopeNamespace?: string[]; scope?: boolean;
+  }) => {
     if (!(CREDENTIAL_TYPES as readonly string[]).includes(opts.type)) throw new CliError(`--type must be one of ${CREDENTIAL_TYPES.join(', ')}, got ${JSON.stringify(opts.type)}`);
     if (opts.data === undefined && !opts.fromLiteral?.length) throw new CliError('no data: give --data <json|@file> and/or --from-literal key=value');
     const data: JsonObject = opts.data === undefined ? {} : (await parseJsonObject(opts.data, '--data')) as JsonObject;
@@ -66,7 +74,12 @@ export function register(program: Command): void {
       data[k] = v;
     }
     const schema = opts.schema === undefined ? undefined : (await parseJsonObject(opts.schema, '--schema')) as JsonObject;
-    const res = await secretsClientFrom(opts).putCredential({ name, type: opts.type, data, description: opts.description, tags: opts.tag, schema });
+    if (opts.scope === false && (opts.scopePath?.length || opts.scopeNamespace?.length)) throw new CliError('--no-scope cannot be combined with --scope-path or --scope-namespace');
+    const scope = opts.scope === false ? null
+      : opts.scopePath?.length || opts.scopeNamespace?.length
+        ? { ...(opts.scopePath?.length ? { paths: opts.scopePath } : {}), ...(opts.scopeNamespace?.length ? { namespaces: opts.scopeNamespace } : {}) }
+        : undefined;
+    const res = await secretsClientFrom(opts).putCredential({ name, type: opts.type, data, description: opts.description, tags: opts.tag, schema, ...(scope !== undefined ? { scope } : {}) });
     if (printBody(opts, res)) return;
     // The API answers 201 (created) or 200 (updated); an update moves updated_at past created_at.
     println(`credential ${res.name} ${res.created_at === res.updated_at ? 'created' : 'updated'} (id ${res.id}, type ${res.type})`);

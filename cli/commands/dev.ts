@@ -6,12 +6,16 @@
  *       Registers the file — and every other `*.yaml` playbook in its folder first, so a
  *       `playbook` tool step finds its siblings (examples/composition.yaml calls
  *       examples/hello_world) — runs it with the payload, prints each step as it finishes and
- *       then the result, stops everything and exits 0 when the execution completed, 1 otherwise.
+ *       then the result and the link to the execution's page in the web console. In a terminal
+ *       (stdout a TTY) it then keeps serving the API and the console, so that link works, until
+ *       SIGINT/SIGTERM (exit 0); otherwise — scripts, CI, --output json — it stops everything and
+ *       exits 0 when the execution completed, 1 otherwise. --serve / --no-serve choose either
+ *       behaviour explicitly.
  *       The file is checked before anything starts: a missing file, invalid YAML or an invalid
  *       playbook (every problem with its path) and a malformed --payload exit 1 at once.
  *   playflow dev
- *       Serves the API (and runs the worker) until SIGINT/SIGTERM; prints the URL, the docs URL
- *       and how to point the CLI at it.
+ *       Serves the API and the web console (and runs the worker) until SIGINT/SIGTERM; prints the
+ *       URL, the console and docs URLs and how to point the CLI at it.
  *
  * Options: --data-dir (default $PLAYFLOW_DEV_DIR, else ~/.playflow/dev: the database, the
  * generated encryption key), --port (default 8082; 0 = any free port; with a file, a taken 8082
@@ -24,13 +28,14 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
-import type { EventView, ExecutionView } from '../../client/protocol.js';
+import type { EventView, ExecutionView } from '../../common/protocol.js';
 import { parsePlaybook } from '../../playbook/index.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
 import { CliError, action, parseJsonObject, printJson, println, readPlaybookFile } from './common.js';
 
 interface DevCliOptions {
   payload?: string;
+  serve?: boolean;
   dataDir?: string;
   port?: string;
   output?: string;
@@ -168,7 +173,10 @@ async function siblingPlaybooks(file: string): Promise<Array<{ file: string; tex
   return out;
 }
 
-async function runFile(dev: DevInstance, file: string, text: string, payload: Record<string, unknown>, json: boolean, info: (s: string) => void): Promise<number> {
+/** The console's page of an execution (server/app/ui.ts serves /ui). */
+export const executionPage = (url: string, id: string) => `${url}/ui/executions/${id}`;
+
+async function runFile(dev: DevInstance, file: string, text: string, payload: Record<string, unknown>, json: boolean, info: (s: string) => void, serve: boolean): Promise<number> {
   const client = dev.client;
   const siblings = await siblingPlaybooks(file);
   for (const s of siblings) {
@@ -187,12 +195,20 @@ async function runFile(dev: DevInstance, file: string, text: string, payload: Re
   const ex = await follow(client, String(run.execution_id), json);
   if (json) printJson(ex);
   else printOutcome(ex);
+  const page = executionPage(dev.url, String(run.execution_id));
+  // The link is only worth printing with what it takes to open it: a server that stays up.
+  info(serve
+    ? `console: ${page}`
+    : `console: ${page}  (open it while \`playflow dev\` serves this data dir: add --serve to keep serving now)`);
   return ex.status === 'completed' ? 0 : 1;
 }
 
 async function devAction(file: string | undefined, opts: DevCliOptions): Promise<void> {
   if (opts.output !== undefined && !['text', 'json'].includes(opts.output)) throw new CliError(`unknown --output ${JSON.stringify(opts.output)} (text or json)`);
   const json = opts.output === 'json';
+  // With a file: keep serving after the run when a person watches (a terminal), so the printed
+  // console link opens; scripts and CI (no TTY, or JSON output) get the run's exit code at once.
+  const serve = opts.serve ?? (file !== undefined && Boolean(process.stdout.isTTY) && !json);
   const port = parsePortOption(opts.port);
   // Everything the user typed is checked before PostgreSQL starts.
   let text: string | undefined;
@@ -250,21 +266,35 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     try {
-      code = await runFile(dev, file, text, payload, json, info);
-    } finally {
+      code = await runFile(dev, file, text, payload, json, info, serve);
+    } catch (err) {
       await dev.stop();
+      throw err;
     }
-    // Everything is stopped; exit now rather than wait for idle sockets/timers of libraries.
-    process.exit(code);
+    if (!serve) {
+      await dev.stop();
+      // Everything is stopped; exit now rather than wait for idle sockets/timers of libraries.
+      process.exit(code);
+    }
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    info(`serving the API and the console at ${dev.url}/ui until Ctrl-C${opts.serve === undefined ? ' (--no-serve: exit after the run)' : ''}`);
+  } else if (opts.serve !== undefined) {
+    throw new CliError(opts.serve
+      ? '--serve needs a playbook file (without one, playflow dev serves anyway)'
+      : '--no-serve needs a playbook file (without one, playflow dev serves until Ctrl-C)');
   }
 
-  if (json) {
-    printJson({ url: dev.url, docs: `${dev.url}/docs`, data_dir: dataDir, database: dev.db.clusterDir, encryption_key: dev.key.source === 'env' ? 'PLAYFLOW_ENCRYPTION_KEY' : dev.key.file, pid: process.pid });
+  if (file !== undefined) {
+    // --serve after a run: the lines above said where; wait for the signal below.
+  } else if (json) {
+    printJson({ url: dev.url, console: `${dev.url}/ui`, docs: `${dev.url}/docs`, data_dir: dataDir, database: dev.db.clusterDir, encryption_key: dev.key.source === 'env' ? 'PLAYFLOW_ENCRYPTION_KEY' : dev.key.file, pid: process.pid });
   } else {
     println(`Playflow dev: API server and worker in one process (embedded PostgreSQL, in-process broker)`);
-    println(`  API:   ${dev.url}`);
-    println(`  docs:  ${dev.url}/docs   (OpenAPI: ${dev.url}/redoc)`);
-    println(`  data:  ${dataDir}   (${dbNote})`);
+    println(`  API:     ${dev.url}`);
+    println(`  console: ${dev.url}/ui`);
+    println(`  docs:    ${dev.url}/docs   (OpenAPI: ${dev.url}/redoc)`);
+    println(`  data:    ${dataDir}   (${dbNote})`);
     println(`  ${keyLine(dev.key)}`);
     println('Use the CLI against it:');
     if (!dev.url.endsWith(':8082')) println(`  export SERVER_API_URL=${dev.url}`);
@@ -298,6 +328,8 @@ export function register(program: Command): void {
     .command('dev [playbook]')
     .description('Server + worker in one process on an embedded PostgreSQL: run a playbook file, or serve the API')
     .option('--payload <json>', 'input of the execution: a JSON object, or @file.json')
+    .option('--serve', 'with a file: keep serving the API and the console after the run, until Ctrl-C (the default in a terminal)')
+    .option('--no-serve', 'with a file: stop and exit after the run (the default without a terminal)')
     .option('--data-dir <dir>', 'where the database and the dev encryption key live (env PLAYFLOW_DEV_DIR, default ~/.playflow/dev)')
     .option('--port <port>', 'API port (default 8082; 0 = any free port)')
     .option('-o, --output <format>', 'text or json', 'text')
@@ -305,8 +337,10 @@ export function register(program: Command): void {
     .addHelpText('after', `
 With a file: registers every other *.yaml playbook of the file's folder first (so \`playbook\`
 tool steps find their children, e.g. examples/composition.yaml → examples/hello_world), then
-registers and runs the file, prints each step and the result, stops, and exits 0 when the
-execution completed, 1 otherwise. Without a file: serves the API on 127.0.0.1 until Ctrl-C.
+registers and runs the file, prints each step, the result and the execution's console page; in a
+terminal it then keeps serving (so the page opens) until Ctrl-C, otherwise (or with --no-serve) it
+stops and exits 0 when the execution completed, 1 otherwise (--serve: keeps serving). Without a
+file: serves the API and the web console (/ui) on 127.0.0.1 until Ctrl-C.
 
 Without PLAYFLOW_ENCRYPTION_KEY a key is generated once into <data-dir>/encryption.key (0600).
 

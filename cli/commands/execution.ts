@@ -1,16 +1,17 @@
 /**
  * `playflow execution status <id> [--watch]`: show an execution (status, steps, result, error);
- * `--watch` polls until it ends, printing status changes, and exits non-zero when it failed or
- * was cancelled. Also `execution list`, `execution events <id>` and `execution cancel <id>`.
+ * `--watch` long-polls (GET ?wait=) until it ends, printing status changes, and exits non-zero when it failed or
+ * was cancelled. Also `execution list`, `execution events <id>`, `execution cancel <id>`,
+ * `execution retry <id>` (resume in place) and `execution rerun <id>` (a new execution).
  *
  * -o table (default) keeps the readable status block and one line per event; `list` is a table.
  * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`).
  */
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
-import type { ExecutionView } from '../../client/protocol.js';
+import type { ExecutionView, RerunRequest, RetryRequest } from '../../common/protocol.js';
 import { printStructured, table, type OutputFormat } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, outputFormat, printBody, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -42,24 +43,25 @@ export function printExecution(ex: ExecutionView): void {
   if (ex.error !== null && ex.error !== undefined) println(`  error:     ${short(ex.error, 1000)}`);
 }
 
-/** Polls until the execution ends; prints changes (table) or the final record (json, yaml). */
+/**
+ * Follows the execution to its end with long polls (the server answers the moment it ends);
+ * prints changes (table) or the final record (json, yaml). `intervalMs`: the longest wait of one
+ * request when printing changes, so a `running` shows that soon; json/yaml print only the end
+ * and wait the server's maximum per request.
+ */
 export async function waitForEnd(client: PlayflowClient, id: string, format: OutputFormat, intervalMs = 1000): Promise<ExecutionView> {
-  let last = '';
   const human = format === 'table';
-  for (;;) {
-    const ex = await client.getExecution(id);
-    if (human && ex.status !== last) {
-      if (TERMINAL.has(ex.status)) printExecution(ex);
-      else println(`execution ${ex.execution_id}: ${ex.status}`);
-      last = ex.status;
-    }
-    if (TERMINAL.has(ex.status)) {
-      printStructured(format, ex);
-      if (ex.status !== 'completed') process.exitCode = 1;
-      return ex;
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+  const ex = await client.awaitExecution(id, {
+    waitSeconds: human ? intervalMs / 1000 : undefined,
+    onChange: (x) => {
+      if (!human) return;
+      if (TERMINAL.has(x.status)) printExecution(x);
+      else println(`execution ${x.execution_id}: ${x.status}`);
+    },
+  });
+  printStructured(format, ex);
+  if (ex.status !== 'completed') process.exitCode = 1;
+  return ex;
 }
 
 export function register(program: Command): void {
@@ -68,8 +70,8 @@ export function register(program: Command): void {
   apiOptions(
     execution.command('status <execution_id>')
       .description('Show the status of an execution')
-      .option('--watch', 'poll until the execution ends')
-      .option('--interval <ms>', 'poll interval with --watch', (v) => Number.parseInt(v, 10), 1000),
+      .option('--watch', 'follow the execution until it ends (long polls: the end shows at once)')
+      .option('--interval <ms>', 'with --watch, show status changes at least this often', (v) => Number.parseInt(v, 10), 1000),
   ).action(action(async (id: string, opts: ApiOptions & { watch?: boolean; interval: number }) => {
     const format = outputFormat(opts);
     const client = clientFrom(opts);
@@ -121,5 +123,35 @@ export function register(program: Command): void {
   ).action(action(async (id: string, opts: ApiOptions) => {
     const ex = await clientFrom(opts).cancelExecution(checkId(id));
     if (!printBody(opts, ex)) println(`execution ${ex.execution_id}: ${ex.status}`);
+  }));
+
+  apiOptions(
+    execution.command('retry <execution_id>')
+      .description('Resume a failed or cancelled execution in place: completed steps keep their results, the failed steps run again')
+      .option('--args <json>', 'step name → args merged over that step\'s args: a JSON object, or @file.json')
+      .option('--payload <json>', 'merged over the execution payload: a JSON object, or @file.json')
+      .option('--wait', 'wait for the execution to end and show its status'),
+  ).action(action(async (id: string, opts: ApiOptions & { args?: string; payload?: string; wait?: boolean }) => {
+    const req: RetryRequest = {};
+    if (opts.args !== undefined) req.args = await parseJsonObject(opts.args, '--args') as RetryRequest['args'];
+    if (opts.payload !== undefined) req.payload = await parseJsonObject(opts.payload, '--payload') as never;
+    const client = clientFrom(opts);
+    const ex = await client.retryExecution(checkId(id), req);
+    if (opts.wait) return void await waitForEnd(client, ex.execution_id, outputFormat(opts));
+    if (!printBody(opts, ex)) println(`execution ${ex.execution_id}: ${ex.status} (retry ${ex.retries ?? 1})`);
+  }));
+
+  apiOptions(
+    execution.command('rerun <execution_id>')
+      .description('Run an execution again: a new execution of the same playbook version with the same payload (or --payload)')
+      .option('--payload <json>', 'replaces the original payload: a JSON object, or @file.json')
+      .option('--wait', 'wait for the new execution to end and show its status'),
+  ).action(action(async (id: string, opts: ApiOptions & { payload?: string; wait?: boolean }) => {
+    const req: RerunRequest = {};
+    if (opts.payload !== undefined) req.payload = await parseJsonObject(opts.payload, '--payload') as never;
+    const client = clientFrom(opts);
+    const res = await client.rerunExecution(checkId(id), req);
+    if (opts.wait) return void await waitForEnd(client, res.execution_id, outputFormat(opts));
+    if (!printBody(opts, res)) println(`execution ${res.execution_id} started: ${res.path} version ${res.version} (rerun of ${id})`);
   }));
 }

@@ -51,6 +51,32 @@ export const EXAMPLES: Record<string, string[]> = {
     'playflow execution events 4821 --after 10 -o json',
   ],
   'execution cancel': ['playflow execution cancel 4821'],
+  'execution retry': [
+    'playflow execution retry 4821 --wait',
+    'playflow execution retry 4821 --args \'{"load": {"batch": 50}}\' --payload \'{"date": "2026-11-01"}\'',
+  ],
+  'schedule set': [
+    "playflow schedule set nightly-etl --cron '0 30 2 * * *' --timezone Europe/Berlin --path team/etl --concurrency Forbid",
+    "playflow schedule set poll --cron '*/10 * * * * *' --path team/poll --payload @input.json --missed Skip",
+  ],
+  'schedule list': ['playflow schedule list', 'playflow schedule list --path team/etl -o json'],
+  'schedule get': ['playflow schedule get nightly-etl'],
+  'schedule ticks': ['playflow schedule ticks nightly-etl --limit 20'],
+  'schedule suspend': ['playflow schedule suspend nightly-etl'],
+  'schedule resume': ['playflow schedule resume nightly-etl'],
+  'schedule delete': ['playflow schedule delete nightly-etl'],
+  'hook set': [
+    "playflow hook set github-pr --path ci/on-pr --secret-file ./hook-secret --filter \"body.action == 'opened'\"",
+    'playflow hook set deploy --path team/deploy --generate-secret',
+  ],
+  'hook list': ['playflow hook list', 'playflow hook list --path ci/on-pr -o json'],
+  'hook get': ['playflow hook get github-pr'],
+  'hook delete': ['playflow hook delete github-pr'],
+  'hook send': ["playflow hook send github-pr --payload '{\"action\": \"opened\"}' --secret-file ./hook-secret --delivery test-1"],
+  'execution rerun': [
+    'playflow execution rerun 4821',
+    'playflow execution rerun 4821 --payload @input.json --wait',
+  ],
   'worker start': [
     'SERVER_API_URL=http://playflow:8082 BROKER_URL=nats://nats:4222 playflow worker start --v2',
     'playflow worker start --v2 --concurrency 16 --metrics-port 9090',
@@ -59,9 +85,19 @@ export const EXAMPLES: Record<string, string[]> = {
     'playflow operator start',
     'playflow operator start --namespaces team-a,team-b --no-leader-elect',
   ],
+  'operator ensure-secrets': [
+    '# what the chart\'s pre-install/pre-upgrade Job runs: create only what is absent',
+    'playflow operator ensure-secrets --namespace playflow \\',
+    '  --spec \'[{"name": "playflow-encryption", "keys": {"key": {"random": "base64", "bytes": 32}}}]\'',
+  ],
   'playbook validate': [
     'playflow playbook validate examples/hello_world.yaml',
     'playflow playbook validate playbooks/ --strict -o json',
+  ],
+  'playbook convert': [
+    'playflow playbook convert playbooks/              # dry run: what would change, what cannot',
+    'playflow playbook convert playbooks/ --write      # rewrite in place',
+    'playflow playbook convert playbooks/ --check      # CI: fail while anything is left to convert',
   ],
   'playbook normalize': [
     'playflow playbook normalize legacy.yaml',

@@ -3,11 +3,13 @@ import { register as catalog } from './catalog.js';
 import { register as credential } from './credential.js';
 import { register as dev } from './dev.js';
 import { register as execution } from './execution.js';
+import { register as hook } from './hook.js';
 import { addExamples } from './help.js';
 import { register as operator } from './operator.js';
 import { register as playbook } from './playbook.js';
 import { register as run } from './run.js';
 import { register as credentials } from './secrets.js';
+import { register as schedule } from './schedule.js';
 import { register as server } from './server.js';
 import { register as vars } from './vars.js';
 import { register as worker } from './worker.js';
@@ -18,6 +20,8 @@ const groups: Array<(program: Command) => void> = [
   catalog,
   run,
   execution,
+  schedule,
+  hook,
   worker,
   operator,
   dev,

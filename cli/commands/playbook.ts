@@ -3,15 +3,17 @@
  *
  *   playflow playbook validate <file...> [--output json] [--strict]
  *   playflow playbook normalize <file> [--output yaml|json]
+ *   playflow playbook convert <file|dir...> [--write] [--check] [--output json]
  *
  * validate prints every error and warning as `<file>: <path>: <severity>: <message>` and exits 1
  * when any file has errors (or warnings, with --strict), so it can gate CI.
  */
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { parsePlaybook, type PlaybookIssue } from '../../playbook/index.js';
+import { convertPlaybookText } from '../../playbook/convert-text.js';
 import { CliError, action, printJson, println, readPlaybookFile } from './common.js';
 
 export interface FileReport {
@@ -88,8 +90,64 @@ function checkOutput(output: string | undefined, allowed: string[]): void {
   if (output !== undefined && !allowed.includes(output)) throw new CliError(`unknown --output ${JSON.stringify(output)} (${allowed.join(' or ')})`);
 }
 
+interface ConvertOptions {
+  write?: boolean;
+  check?: boolean;
+  output?: string;
+}
+
+interface ConvertReport {
+  file: string;
+  changed: boolean;
+  written: boolean;
+  changes: Array<{ path: string; message: string }>;
+  not_converted: Array<{ path: string; message: string }>;
+  errors: PlaybookIssue[];
+}
+
+/**
+ * Converts each file (directories: their YAML files): prints what changed and what could not be
+ * converted (and why: the converter's own notes, then anything the converted playbook still
+ * warns about); `--write` rewrites changed files in place; `--check` exits 1 when a file would
+ * change or keeps something unconverted.
+ */
+async function convertFiles(paths: string[], opts: ConvertOptions): Promise<number> {
+  const reports: ConvertReport[] = [];
+  for (const file of await expand(paths)) {
+    let text: string;
+    try {
+      text = await readPlaybookFile(file);
+    } catch (err) {
+      reports.push({ file, changed: false, written: false, changes: [], not_converted: [], errors: [{ path: '', message: (err as Error).message, severity: 'error' }] });
+      continue;
+    }
+    const r = convertPlaybookText(text);
+    const notConverted = [...r.unconverted, ...r.warnings.filter((w) => !r.unconverted.some((u) => u.path === w.path)).map((w) => ({ path: w.path, message: w.message }))];
+    let written = false;
+    if (opts.write && r.changed) {
+      await writeFile(file, r.text);
+      written = true;
+    }
+    reports.push({ file, changed: r.changed, written, changes: r.changes, not_converted: notConverted, errors: r.errors });
+  }
+  if (opts.output === 'json') {
+    println(JSON.stringify(reports, null, 2));
+  } else {
+    for (const r of reports) {
+      for (const c of r.changes) println(`${r.file}: ${c.path || '(document)'}: converted: ${c.message}`);
+      for (const c of r.not_converted) println(`${r.file}: ${c.path || '(document)'}: not converted: ${c.message}`);
+      for (const e of r.errors) println(`${r.file}: ${e.path || '(document)'}: error: ${e.message}`);
+      const what = r.changed ? `${r.changes.length} change${r.changes.length === 1 ? '' : 's'}${r.written ? ', written' : opts.write ? '' : ' (dry run: --write to rewrite)'}` : 'nothing to convert';
+      println(`${r.file}: ${what}; ${r.not_converted.length} not converted${r.errors.length ? `; ${r.errors.length} error${r.errors.length === 1 ? '' : 's'}` : ''}`);
+    }
+  }
+  if (reports.some((r) => r.errors.length)) return 1;
+  if (opts.check && reports.some((r) => r.changed || r.not_converted.length)) return 1;
+  return 0;
+}
+
 export function register(program: Command): void {
-  const playbook = program.command('playbook').description('Playbook files: validate and normalise offline');
+  const playbook = program.command('playbook').description('Playbook files: validate, normalise and convert offline');
 
   playbook
     .command('validate <file...>')
@@ -99,6 +157,18 @@ export function register(program: Command): void {
     .action(action(async (files: string[], opts: ValidateOptions) => {
       checkOutput(opts.output, ['text', 'json']);
       const code = printReports(await validateFiles(files), opts);
+      if (code) process.exitCode = code;
+    }));
+
+  playbook
+    .command('convert <file...>')
+    .description("Rewrite reference-era forms (tool: <kind> with flat attributes, call.error, set lists, case-level retry pagination, sinks with tool:/backend:, script:, | tojson, main(input_data), loop collection/element, url, query, _loop.*) into the current spec forms; prints every change and what it could not convert")
+    .option('--write', 'rewrite changed files in place (comments and layout outside the changed nodes are kept)')
+    .option('--check', 'exit 1 when a file would change or keeps something unconverted (for CI)')
+    .option('-o, --output <format>', 'text or json', 'text')
+    .action(action(async (files: string[], opts: ConvertOptions) => {
+      checkOutput(opts.output, ['text', 'json']);
+      const code = await convertFiles(files, opts);
       if (code) process.exitCode = code;
     }));
 

@@ -1,11 +1,15 @@
 /**
  * `playflow run playbook <path> --payload <json>`: start an execution.
  * `--payload @file.json` reads the payload from a file; `--wait` follows it to its end and exits
- * non-zero when it failed or was cancelled.
+ * non-zero when it failed or was cancelled: the run request itself waits (`?wait=`), so a short
+ * execution answers in that one request, and a longer one is followed with long polls.
  */
 import type { Command } from 'commander';
 import { action, apiOptions, clientFrom, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
 import { waitForEnd } from './execution.js';
+
+/** How long the run request of `--wait` waits before following the execution with long polls. */
+const RUN_WAIT_SECONDS = 30;
 
 export function register(program: Command): void {
   const run = program.command('run').description('Run a resource');
@@ -14,18 +18,21 @@ export function register(program: Command): void {
       .description('Start an execution of a catalog playbook')
       .option('--payload <json>', 'input of the execution: a JSON object, or @file.json', '{}')
       .option('--version <n>', 'catalog version (default: latest)', (v) => Number.parseInt(v, 10))
-      .option('--wait', 'wait for the execution to end and show its status'),
-  ).action(action(async (path: string, opts: ApiOptions & { payload: string; version?: number; wait?: boolean }) => {
+      .option('--wait', 'wait for the execution to end and show its status')
+      .option('--idempotency-key <key>', 'retrying with the same key answers the execution the first run created instead of starting another'),
+  ).action(action(async (path: string, opts: ApiOptions & { payload: string; version?: number; wait?: boolean; idempotencyKey?: string }) => {
     const format = outputFormat(opts);
     const payload = await parseJsonObject(opts.payload, '--payload');
     const client = clientFrom(opts);
-    const res = await client.run({ path, payload: payload as never, version: opts.version });
+    const req = { path, payload: payload as never, version: opts.version, ...(opts.idempotencyKey ? { idempotency_key: opts.idempotencyKey } : {}) };
+    const res = await client.run(req, opts.wait ? { wait: RUN_WAIT_SECONDS } : {});
     if (!opts.wait) {
       if (printBody(opts, res)) return;
       println(`execution ${res.execution_id} started: ${res.path} version ${res.version}`);
       return;
     }
-    if (format === 'table') println(`execution ${res.execution_id} started: ${res.path} version ${res.version}; waiting…`);
-    await waitForEnd(client, res.execution_id, format);
+    if (format === 'table') println(`execution ${res.execution_id} started: ${res.path} version ${res.version}${res.status === 'started' ? '; waiting…' : ''}`);
+    // ended within the run request: one read for the full record (steps, timestamps) it prints
+    await waitForEnd(client, String(res.execution_id), format);
   }));
 }

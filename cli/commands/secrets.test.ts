@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Command } from 'commander';
 import { Cipher, parseKey } from '../../server/crypto.js';
-import { createHarness, type SecretsHarness } from '../../server/secrets/test-helpers.js';
+import { createHarness, type SecretsHarness } from '../../test/helpers/secrets.js';
 import { keyStatus, register, rotateKey } from './secrets.js';
 
 const oldB64 = randomBytes(32).toString('base64');

