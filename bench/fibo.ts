@@ -4,7 +4,7 @@
  * to the completed status. Published figures for the same workload: Hatchet 1.22 s,
  * Temporal 2.97 s, Windmill 2.09–4.38 s, Prefect 4.87 s, Kestra 6.04 s, Airflow 116 s.
  *
- *   npm run build && node dist/bench/fibo.js [runs=5]
+ *   npm run build && node dist/bench/fibo.js [runs=5]   (BENCH_WAIT=1: long poll instead of polling)
  */
 import { startStack, runToEnd } from './support.js';
 
@@ -35,13 +35,15 @@ async function main() {
     await runToEnd(stack.client, 'bench/fibo40'); // warm-up: interpreters, pools, JIT
     const walls: number[] = [];
     for (let i = 0; i < RUNS; i++) {
+      const p0 = await stack.pg.read();
       const c0 = stack.cpu();
       const r = await runToEnd(stack.client, 'bench/fibo40');
       const c1 = stack.cpu();
+      const p1 = await stack.pg.read();
       if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}`);
       walls.push(r.wall);
       const perStep = (a: number, b: number) => `${((b - a) / STEPS).toFixed(2)} ms`;
-      console.log(`run ${i + 1}: ${(r.wall / 1000).toFixed(3)} s wall, ${(r.serverMs / 1000).toFixed(3)} s between created_at and finished_at, result ${JSON.stringify(r.execution.result)}; CPU per step: server process ${perStep(c0.server, c1.server)}, worker ${perStep(c0.workers, c1.workers)}`);
+      console.log(`run ${i + 1}: ${(r.wall / 1000).toFixed(3)} s wall, ${(r.serverMs / 1000).toFixed(3)} s between created_at and finished_at, result ${JSON.stringify(r.execution.result)}; CPU per step: server process ${perStep(c0.server, c1.server)}, worker ${perStep(c0.workers, c1.workers)}, PostgreSQL backends ${perStep(0, stack.pg.since(p0, p1))}`);
     }
     walls.sort((a, b) => a - b);
     const median = walls[Math.floor(walls.length / 2)];

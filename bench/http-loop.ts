@@ -7,26 +7,15 @@
  *
  *   npm run build && node dist/bench/http-loop.js [items=1000] [inFlight=64]
  */
-import { once } from 'node:events';
-import { Worker } from 'node:worker_threads';
 import { PgExecutionService } from '../server/executions/service.js';
-import { startStack, runToEnd } from './support.js';
+import { startEchoApi, startStack, runToEnd } from './support.js';
 
 const ITEMS = Number(process.argv[2] ?? 1000);
 const IN_FLIGHT = Number(process.argv[3] ?? 64);
 
 async function main() {
-  const api = new Worker(`
-    const http = require('node:http');
-    const { parentPort } = require('node:worker_threads');
-    const server = http.createServer((req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ path: req.url, ok: true }));
-    });
-    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
-  `, { eval: true });
-  const [port] = (await once(api, 'message')) as [number];
-  const apiUrl = `http://127.0.0.1:${port}`;
+  const api = await startEchoApi();
+  const apiUrl = api.url;
   const stack = await startStack({ workers: 1, concurrency: 32 });
   try {
     await stack.client.registerPlaybook(`apiVersion: playflow.io/v2
@@ -57,7 +46,7 @@ workflow:
     }
   } finally {
     await stack.close();
-    await api.terminate();
+    await api.stop();
   }
 }
 

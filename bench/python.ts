@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { runTool } from '../worker/tools/index.js';
 import { closePythonPool, configurePython, pythonPool } from '../worker/tools/python.js';
-import { silentLogger } from '../worker/tools/types.js';
+import { silentLogger } from '../common/logger.js';
 
 const N = Number(process.argv[2] ?? 500);
 

@@ -12,6 +12,10 @@ const benches: Array<[string, string[]]> = [
   ['server.js', ['100', '3']],
   ['fibo.js', ['5']],
   ['http-loop.js', ['1000', '64']],
+  ['executions.js', ['--executions', '500', '--clients', '32']],
+  ['templates.js', []],
+  ['console-open.js', ['5']],
+  ['loops.js', ['engine', '20000', '2000']],
 ];
 
 let failed = 0;

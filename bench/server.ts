@@ -14,12 +14,13 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { PlayflowClient } from '../client/http.js';
-import type { ClaimedCommand, EventsAck } from '../client/protocol.js';
+import type { ClaimedCommand, EventsAck } from '../common/protocol.js';
 import { buildApp } from '../server/app/index.js';
 import { createServerCore } from '../server/core.js';
 import { createSecretsHooks } from '../server/secrets/hooks.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { chainPlaybook } from '../server/executions/testkit.js';
+import { silentLogger } from '../common/logger.js';
 
 const STEPS = Number(process.argv[2] ?? 100);
 const RUNS = Number(process.argv[3] ?? 3);
@@ -36,7 +37,7 @@ async function main() {
   url.pathname = `/${name}`;
   const core = await createServerCore({
     databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8,
-    hooks: createSecretsHooks({ logger: { warn() {} } }),
+    hooks: createSecretsHooks({ logger: silentLogger }),
   });
   await core.start();
   const expectCompleted = async (id: string) => {
@@ -65,7 +66,7 @@ async function main() {
         const t1 = performance.now();
         const cmd = await client.claim(msg.data.queue_id, { worker_id: 'bench' });
         const t2 = performance.now();
-        await client.sendEvents({ execution_id: started.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, payload: { response: { i }, meta: { duration_ms: 0 } } });
+        await client.sendEvents({ execution_id: started.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token, payload: { response: { i }, meta: { duration_ms: 0 } } });
         const t3 = performance.now();
         if (run > 0) { // run 0 warms pools, JIT and caches
           perStep.push(t3 - t0);
@@ -94,7 +95,7 @@ async function main() {
       for (let i = 0; cmd; i++) {
         const t0 = performance.now();
         const ack: EventsAck = await client.sendEvents(
-          { execution_id: started.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, payload: { response: { i }, meta: { duration_ms: 0 } } },
+          { execution_id: started.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token, payload: { response: { i }, meta: { duration_ms: 0 } } },
           { claimNext: { worker_id: 'bench' } });
         if (run > 0) eager.push(performance.now() - t0);
         cmd = ack.claimed?.[0];

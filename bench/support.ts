@@ -3,11 +3,14 @@
  * (in this process) on JetStream with stream names of its own, and worker processes started with
  * the built CLI — the same parts as production, on one machine. Figures only; nothing asserts.
  */
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
 import { PlayflowClient } from '../client/http.js';
 import type { RunningServer } from '../server/main.js';
 import { startHarness } from '../test/conformance/harness.js';
 import { createServerFetch } from '../worker/server-fetch.js';
+import { pgCpu, type PgCpu } from './pg-cpu.js';
 
 
 export interface BenchStack {
@@ -16,6 +19,8 @@ export interface BenchStack {
   server: RunningServer;
   /** CPU time used so far (ms): this process (server and the benchmark's client) and the worker processes (Linux /proc; NaN elsewhere). */
   cpu(): { server: number; workers: number };
+  /** CPU time of the PostgreSQL backends serving the stack's database (bench/pg-cpu.ts). */
+  pg: PgCpu;
   close(): Promise<void>;
 }
 
@@ -32,17 +37,19 @@ function processCpuMs(pid: number | undefined): number {
 }
 const CLOCK_TICKS = 100;
 
-export async function startStack(opts: { workers?: number; concurrency?: number } = {}): Promise<BenchStack> {
+export async function startStack(opts: { workers?: number; concurrency?: number; serverEnv?: NodeJS.ProcessEnv } = {}): Promise<BenchStack> {
   // The conformance harness's stack: fresh database, in-process server, worker processes.
   // The sweeper runs at the server's default pace so it does not weigh on the figures.
-  const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000 });
+  const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000, serverEnv: opts.serverEnv });
   // The benchmark's client (run + status polling) lives in the server's process: give it the
   // worker's cheap keep-alive transport so it takes as little of the server's CPU as it can.
   const http = createServerFetch();
   const client = new PlayflowClient({ baseUrl: h.url, fetch: http.fetch });
   // Let the workers connect and warm their python interpreters before anything is timed.
   await new Promise((r) => setTimeout(r, 1500));
+  const pg = await pgCpu(h.db.url);
   return {
+    pg,
     client,
     url: h.url,
     server: h.server,
@@ -51,6 +58,7 @@ export async function startStack(opts: { workers?: number; concurrency?: number 
       return { server: (own.user + own.system) / 1000, workers: h.workers.reduce((sum, w) => sum + processCpuMs(w.pid), 0) };
     },
     async close() {
+      await pg.close();
       await http.close();
       await h.close();
     },
@@ -65,12 +73,19 @@ export async function startStack(opts: { workers?: number; concurrency?: number 
  */
 const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 10);
 
-/** Runs a registered playbook and waits for its end, polling every POLL_MS. Returns wall ms. */
+/**
+ * BENCH_WAIT=1: wait with the API's long poll (`wait` on the run request, then
+ * `GET /api/execution/{id}?wait=`) instead of polling — no request per POLL_MS in the server's
+ * process, and the answer comes at the commit that ends the execution.
+ */
+const WAIT = process.env.BENCH_WAIT === '1';
+
+/** Runs a registered playbook and waits for its end, polling every POLL_MS (or BENCH_WAIT). Returns wall ms. */
 export async function runToEnd(client: PlayflowClient, playbookPath: string, payload: Record<string, unknown> = {}) {
   const t0 = performance.now();
-  const started = await client.run({ path: playbookPath, payload: payload as never });
+  const started = await client.run({ path: playbookPath, payload: payload as never }, WAIT ? { wait: 60 } : {});
   for (;;) {
-    const x = await client.getExecution(started.execution_id);
+    const x = await client.getExecution(started.execution_id, WAIT ? { wait: 60 } : {});
     if (['completed', 'failed', 'cancelled'].includes(x.status)) {
       const wall = performance.now() - t0;
       const serverMs = x.finished_at ? Date.parse(x.finished_at) - Date.parse(x.created_at) : NaN;
@@ -80,3 +95,21 @@ export async function runToEnd(client: PlayflowClient, playbookPath: string, pay
   }
 }
 
+
+/**
+ * A local "external API" in a worker thread (so its work does not count as the server's CPU):
+ * answers every request 200 with `{path, ok}`. Returns its base URL and a stop function.
+ */
+export async function startEchoApi(): Promise<{ url: string; stop(): Promise<number> }> {
+  const api = new Worker(`
+    const http = require('node:http');
+    const { parentPort } = require('node:worker_threads');
+    const server = http.createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ path: req.url, ok: true }));
+    });
+    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
+  `, { eval: true });
+  const [port] = (await once(api, 'message')) as [number];
+  return { url: `http://127.0.0.1:${port}`, stop: () => api.terminate() };
+}
