@@ -15,19 +15,15 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import http from 'node:http';
-import type { FastifyInstance } from 'fastify';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { createTestDatabase, type TestDatabase } from './helpers/pg.js';
 import { BROKER_URL, uniqueBrokerNames } from './helpers/nats.js';
-import { createServerCore, type ServerCore } from '../server/core.js';
-import { buildApp } from '../server/app/index.js';
-import { createLogger } from '../server/logger.js';
-import { createSecretsServices, sweepExpired } from '../server/secrets/index.js';
-import { Cipher, parseKey } from '../server/crypto.js';
+import { type ServerCore } from '../server/core.js';
+import { createLogger } from '../common/logger.js';
+import { sweepExpired } from '../server/secrets/index.js';
 import { PlayflowClient } from '../client/http.js';
 import { SecretsClient } from '../client/secrets.js';
-import { WorkerRuntime } from '../worker/runtime.js';
+import { WorkerRuntime } from '../worker/runtime.js';import { startSecureStack, type SecureStack } from './helpers/secure-stack.js';
+
 
 const canary = (what: string) => `CANARY-${what}-${randomBytes(6).toString('hex')}`;
 const C = {
@@ -40,9 +36,8 @@ const C = {
 };
 const ALL = Object.values(C);
 
-let tdb: TestDatabase;
+let stack: SecureStack;
 let core: ServerCore;
-let app: FastifyInstance;
 let base: string;
 let api: http.Server;
 let logger: ReturnType<typeof createLogger>;
@@ -95,37 +90,14 @@ beforeAll(async () => {
     for await (const m of sub) natsMessages.push(m.string());
   })().catch(() => {});
 
-  tdb = await createTestDatabase('pf_canary');
-  // Wired as server/main.ts does: the secrets hooks run in the execution transaction.
-  const cipher = new Cipher(parseKey(randomBytes(32).toString('base64')));
-  let secrets: ReturnType<typeof createSecretsServices> | undefined;
-  core = await createServerCore({
-    databaseUrl: tdb.url, broker: { url: BROKER_URL, ...names }, serverUrl: 'http://127.0.0.1', sweeper: false, poolSize: 5,
-    hooks: (db) => {
-      secrets = createSecretsServices(db, { cipher, logger });
-      return secrets.hooks;
-    },
-  }, { logger });
-  Object.assign(core.deps, secrets!.deps);
-  app = await buildApp(core.deps, { logger });
-  base = await app.listen({ port: 0, host: '127.0.0.1' });
-  await core.start();
+  stack = await startSecureStack({ name: 'canary', logger, names });
+  ({ core, base } = stack);
 }, 60_000);
 
 afterAll(async () => {
-  await app?.close();
-  await core?.close();
-  if (nc) {
-    try {
-      const jsm = await jetstreamManager(nc);
-      await jsm.streams.delete(names.stream);
-    } catch {
-      /* stream already gone */
-    }
-    await nc.close();
-  }
+  await stack?.close();
+  await nc?.close();
   await new Promise((r) => api?.close(r));
-  await tdb?.drop();
 });
 
 describe('secrets canary', () => {

@@ -53,6 +53,21 @@ describe('credential create', () => {
     expect(again.stdout).toMatch(/^credential pg_prod updated \(id \d+, type postgres\)\n$/);
   });
 
+  it('--scope-path / --scope-namespace restrict the playbooks; an update without them keeps the scope; --no-scope removes it', async () => {
+    const base = ['credential', 'create', 'scoped_api', '--type', 'bearer', '--from-literal', 'access_token=t', ...s.auth];
+    expect((await cli([...base, '--scope-path', 'team-a/**', '--scope-namespace', 'team-a'])).code).toBe(0);
+    expect((await s.api('GET', '/api/credentials/scoped_api')).scope).toEqual({ paths: ['team-a/**'], namespaces: ['team-a'] });
+    expect((await cli(base)).code).toBe(0);
+    const shown = await cli(['credential', 'get', 'scoped_api', ...s.auth]);
+    expect(shown.stdout).toMatch(/Scope:\s+paths team-a\/\*\*; namespaces team-a/);
+    const bad = await cli([...base, '--scope-path', '/abs']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("scope.paths[0] '/abs' must not start with '/'");
+    expect((await cli([...base, '--no-scope'])).code).toBe(0);
+    expect((await s.api('GET', '/api/credentials/scoped_api')).scope).toBeNull();
+    await s.api('DELETE', '/api/credentials/scoped_api'); // the list tests below count the others
+  });
+
   it('-o json prints the API body: metadata, no data', async () => {
     const r = await cli(['credential', 'create', 'stripe', '--type', 'api_key', '--from-literal', `api_key=${API_KEY}`, '--from-literal', 'api_secret=a=b', ...s.auth, '-o', 'json']);
     expect(r.code).toBe(0);

@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../server/config.js';
-import { createLogger } from '../../server/logger.js';
+import { createLogger } from '../../common/logger.js';
 import { startServer, type RunningServer } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 

@@ -35,6 +35,12 @@ export async function startLocalApi(): Promise<LocalApi> {
           const per = Number(q.get('per_page') ?? 5);
           return send(200, { page, per_page: per, total: people.length, total_pages: Math.ceil(people.length / per), data: people.slice((page - 1) * per, page * per) });
         }
+        case '/refpages': {
+          // a body with its own top-level data (as many public APIs return), paged 5 at a time
+          const page = Number(q.get('page') ?? 1);
+          const slice = people.slice((page - 1) * 5, page * 5);
+          return send(200, { data: slice, paging: { page, hasMore: page * 5 < people.length } });
+        }
         case '/offset': {
           const offset = Number(q.get('offset') ?? 0);
           const limit = Number(q.get('limit') ?? 5);

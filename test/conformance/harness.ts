@@ -6,13 +6,13 @@
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, type RunningServer } from '../../server/main.js';
 import { loadConfig } from '../../server/config.js';
-import { createLogger } from '../../server/logger.js';
+import { createLogger } from '../../common/logger.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 import { BROKER_URL, uniqueBrokerNames } from '../helpers/nats.js';
@@ -36,6 +36,8 @@ export interface Harness {
   tmp: string;
   workers: ChildProcess[];
   startWorker(extraEnv?: NodeJS.ProcessEnv): Promise<ChildProcess>;
+  /** Another server process on this database and broker (`playflow server start`), once it answers /healthz; close() stops it. */
+  startServer(port: number): Promise<ChildProcess>;
   cli(args: string[], opts?: { timeoutMs?: number }): Promise<CliResult>;
   close(): Promise<void>;
 }
@@ -46,6 +48,8 @@ export interface HarnessOptions {
   concurrency?: number;
   sweeperIntervalMs?: number;
   workerEnv?: NodeJS.ProcessEnv;
+  /** Settings of the in-process server beyond the harness's own (e.g. PLAYFLOW_MAX_BODY_BYTES). */
+  serverEnv?: NodeJS.ProcessEnv;
 }
 
 export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
@@ -66,13 +70,21 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   env.SERVER_API_URL = url;
-  const config = { ...loadConfig({ ...env, PORT: String(port) }), host: '127.0.0.1', sweeperIntervalMs: opts.sweeperIntervalMs ?? 500 };
+  const config = { ...loadConfig({ ...env, ...opts.serverEnv, PORT: String(port) }), host: '127.0.0.1', sweeperIntervalMs: opts.sweeperIntervalMs ?? 500 };
   const server = await startServer({ config, handleSignals: false, logger: createLogger({ level: 'warn' }) });
   const tmp = mkdtempSync(path.join(tmpdir(), 'pfconf-'));
+  // Python steps write marker files here; run as root, the worker starts its interpreters as
+  // another user (WORKER_PYTHON_USER, default nobody), which must be able to write them.
+  chmodSync(tmp, 0o1777);
   const workers: ChildProcess[] = [];
+  /** Other server processes (startServer): stopped with the workers by close(). */
+  const servers: ChildProcess[] = [];
 
   const startWorker = async (extraEnv: NodeJS.ProcessEnv = {}) => {
-    const child = spawn(process.execPath, [CLI, 'worker', 'start', '--v2', '--concurrency', String(opts.concurrency ?? 8)], {
+    // PLAYFLOW_WORKER_NODE_ARGS: node flags for the worker processes, e.g. `--cpu-prof` when
+    // profiling a benchmark (NODE_OPTIONS refuses --cpu-prof).
+    const nodeArgs = (process.env.PLAYFLOW_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const child = spawn(process.execPath, [...nodeArgs, CLI, 'worker', 'start', '--v2', '--concurrency', String(opts.concurrency ?? 8)], {
       env: { ...env, WORKER_METRICS_PORT: '0', ...opts.workerEnv, ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -95,6 +107,29 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       });
     });
 
+  const startServerProcess = (serverPort: number) => {
+    const serverUrl = `http://127.0.0.1:${serverPort}`;
+    const child = spawn(process.execPath, [CLI, 'server', 'start'], {
+      env: { ...env, PORT: String(serverPort), HOST: '127.0.0.1', SERVER_API_URL: serverUrl },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    servers.push(child);
+    return new Promise<ChildProcess>((resolve, reject) => {
+      const deadline = Date.now() + 60_000;
+      const poll = async () => {
+        try {
+          if ((await fetch(`${serverUrl}/healthz`)).ok) return resolve(child);
+        } catch {
+          // not listening yet
+        }
+        if (child.exitCode !== null) return reject(new Error(`server on port ${serverPort} exited ${child.exitCode}`));
+        if (Date.now() > deadline) return reject(new Error(`server on port ${serverPort} did not start`));
+        setTimeout(poll, 100);
+      };
+      void poll();
+    });
+  };
+
   return {
     server,
     db,
@@ -103,10 +138,11 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     tmp,
     workers,
     startWorker,
+    startServer: startServerProcess,
     cli,
     async close() {
       await Promise.all(
-        workers.map(
+        [...workers, ...servers].map(
           (w) =>
             new Promise<void>((resolve) => {
               if (w.exitCode !== null || w.signalCode !== null) return resolve();

@@ -6,10 +6,10 @@
  * Every python call appends `<execution>:<step>:<item>` to a marker file, so duplicates show.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CLI, startHarness, type Harness } from './harness.js';
+import { startHarness, type Harness } from './harness.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 
 let h: Harness;
@@ -51,27 +51,7 @@ function chain(n: number): string {
   return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: chain, path: replicas/chain }\nworkflow:\n${steps.join('\n')}\n`;
 }
 
-function startServerB(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [CLI, 'server', 'start'], {
-    env: { ...h.env, PORT: String(portB), HOST: '127.0.0.1', SERVER_API_URL: urlB },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    const deadline = Date.now() + 60_000;
-    const poll = async () => {
-      try {
-        const r = await fetch(`${urlB}/healthz`);
-        if (r.ok) return resolve(child);
-      } catch {
-        // not listening yet
-      }
-      if (child.exitCode !== null) return reject(new Error(`server B exited ${child.exitCode}`));
-      if (Date.now() > deadline) return reject(new Error('server B did not start'));
-      setTimeout(poll, 100);
-    };
-    poll();
-  });
-}
+const startServerB = () => h.startServer(portB);
 
 async function cliJson(args: string[]) {
   const r = await h.cli([...args, '--output', 'json']);
@@ -104,6 +84,7 @@ beforeAll(async () => {
   urlB = `http://127.0.0.1:${portB}`;
   serverB = await startServerB();
   writeFileSync(marker(), '');
+  chmodSync(marker(), 0o666); // python steps run as another user (WORKER_PYTHON_USER) and append to it
   for (const [name, text] of [['fanout.yaml', fanout()], ['chain.yaml', chain(20)]]) {
     const file = path.join(h.tmp, name);
     writeFileSync(file, text);

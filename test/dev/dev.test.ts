@@ -60,7 +60,9 @@ describe('playflow dev <file>', () => {
     expect(r.stdout).toMatch(/registered: examples\/hello_world version 1\n/);
     // Step progress, in order, then the result.
     expect(r.stdout).toMatch(/ {2}start: running\n {2}start: completed\n {2}shout: running\n {2}shout: completed\nexecution \d+ completed in [\d.]+ s\nresult:\n/);
-    expect(r.stdout.slice(r.stdout.indexOf('result:\n') + 8)).toBe('{\n  "message": "HELLO, WORLD!"\n}\n');
+    // the result, then the link to the execution's page in the web console
+    expect(r.stdout.slice(r.stdout.indexOf('result:\n') + 8)).toMatch(
+      /^\{\n {2}"message": "HELLO, WORLD!"\n\}\nconsole: http:\/\/127\.0\.0\.1:\d+\/ui\/executions\/\d+ {2}\(open it while `playflow dev` serves this data dir: add --serve to keep serving now\)\n$/);
     const key = join(dataDir, 'encryption.key');
     expect(statSync(key).mode & 0o777).toBe(0o600);
     expect(Buffer.from(readFileSync(key, 'utf8').trim(), 'base64')).toHaveLength(32);
@@ -339,4 +341,71 @@ describe('playflow dev (serve)', () => {
       await new Promise((r) => blocker.close(r));
     }
   }, 60_000);
+});
+
+describe('playflow dev <file> in a terminal', () => {
+  // A data dir of its own: the tests above leave credentials under another key in theirs.
+  let termDir: string;
+  beforeAll(() => {
+    termDir = join(tmp, 'terminal');
+  });
+
+  it('keeps serving after the run, and the printed console link shows the finished execution with its graph', async () => {
+    // A pseudo-terminal (util-linux `script`), as a user runs `npx playflow dev examples/hello_world.yaml`;
+    // Ctrl-C is typed into it at the end.
+    // the browser first: when it cannot start, no dev server is left holding the data dir
+    const { closeBrowser, launchBrowser } = await import('../ui/browser.js');
+    const browser = await launchBrowser();
+    // `exec`: script runs the command through $SHELL; dash (CI's /bin/sh) does not exec a lone
+    // command, and a shell waiting on its child dies of the Ctrl-C itself (exit 130).
+    const cmd = `exec ${[process.execPath, CLI, 'dev', HELLO, '--data-dir', termDir, '--port', '0'].map((a) => `'${a}'`).join(' ')}`;
+    const child = spawn('script', ['-qfec', cmd, '/dev/null'], { env: cleanEnv(), cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+    let gone = false;
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
+      gone = true;
+      resolve(code);
+    }));
+    try {
+      const serving = /serving the API and the console at http:\/\/127\.0\.0\.1:\d+\/ui until Ctrl-C/;
+      await expect.poll(() => serving.test(out) || gone, { timeout: 150_000, interval: 200 }).toBe(true);
+      expect(out).toMatch(serving);
+      expect(out).toContain('"message": "HELLO, WORLD!"');
+      const link = /console: (http:\/\/127\.0\.0\.1:\d+\/ui\/executions\/\d+)\r?\n/.exec(out)?.[1];
+      expect(link, out).toBeDefined();
+      const page = await browser.newPage();
+      await page.goto(link!);
+      await page.locator('[data-testid="execution"][data-status="completed"]').waitFor({ timeout: 60_000 });
+      for (const step of ['start', 'shout']) await page.locator(`.node[data-step="${step}"][data-state="completed"]`).waitFor({ timeout: 60_000 });
+      const beforeStop = out.length;
+      child.stdin.write('\x03');
+      expect(await exited).toBe(0);
+      // Ctrl-C reaches the embedded PostgreSQL too; the shutdown that follows is quiet
+      const shutdown = out.slice(beforeStop);
+      expect(shutdown).not.toMatch(/connection lost|sweeper: .* failed|"level":"(warn|error)"|\bWARN\b|\bERROR\b/);
+    } finally {
+      await closeBrowser(browser);
+      // a failed assertion above: stop it as a user would, so its PostgreSQL releases the data dir
+      // the next test uses (SIGKILL reaches only `script`, not the session it started)
+      if (!gone) {
+        child.stdin.write('\x03');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 30_000))]);
+      }
+      child.kill('SIGKILL');
+    }
+  }, 180_000);
+
+  it('--no-serve exits after the run even in a terminal', async () => {
+    const cmd = `exec ${[process.execPath, CLI, 'dev', HELLO, '--data-dir', termDir, '--port', '0', '--no-serve'].map((a) => `'${a}'`).join(' ')}`;
+    const r = await new Promise<Run>((resolve) => {
+      execFile('script', ['-qfec', cmd, '/dev/null'], { env: cleanEnv(), cwd: ROOT, timeout: 150_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      });
+    });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain('add --serve to keep serving now');
+    expect(r.stdout).not.toContain('serving the API');
+  }, 180_000);
 });

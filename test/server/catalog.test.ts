@@ -31,10 +31,13 @@ describe('POST /api/catalog/playbook', () => {
     expect(r.json()).toMatchObject({ path: 'cat/versions', version: 2, created: true });
   });
 
-  it('path in the body wins over metadata.path (slashes trimmed)', async () => {
-    const r = await s.call('POST', '/api/catalog/playbook', { content: simplePlaybook('cat/meta'), path: '/cat/explicit/' });
+  it('path in the body wins over metadata.path; a leading or trailing slash is refused, not trimmed', async () => {
+    const r = await s.call('POST', '/api/catalog/playbook', { content: simplePlaybook('cat/meta'), path: 'cat/explicit' });
     expect(r.statusCode).toBe(201);
     expect(r.json().path).toBe('cat/explicit');
+    const slashed = await s.call('POST', '/api/catalog/playbook', { content: simplePlaybook('cat/meta'), path: '/cat/explicit/' });
+    expect(slashed.statusCode).toBe(400);
+    expect(slashed.json().error.message).toContain("'/cat/explicit/'");
   });
 
   it('invalid playbook: 422 playbook_invalid listing every problem with its path', async () => {

@@ -159,8 +159,8 @@ describe('waiting for the end', () => {
   async function finish(executionId: string) {
     const q = await s.core.db.pool.query('SELECT queue_id FROM queue WHERE execution_id = $1', [executionId]);
     const qid = String(q.rows[0].queue_id);
-    await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w' });
-    const ack = await s.call('POST', '/api/v2/events', { execution_id: executionId, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w', payload: { response: { ok: 1 }, meta: {} } });
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w' })).json().lease_token;
+    const ack = await s.call('POST', '/api/v2/events', { execution_id: executionId, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w', lease_token: token, payload: { response: { ok: 1 }, meta: {} } });
     expect(ack.statusCode).toBe(200);
   }
 

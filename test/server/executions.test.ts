@@ -149,16 +149,20 @@ describe('commands: claim and heartbeat', () => {
       tool: { kind: 'python' }, args: {}, worker_id: 'w1', context: { execution_id: id },
     });
     expect(Date.parse(c.json().lease_until)).toBeGreaterThan(Date.now());
+    const token = c.json().lease_token as string;
+    expect(token).toMatch(/^[\w-]{16,}$/);
 
     const again = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w2' });
     expect(again.statusCode).toBe(409);
     expect(again.json().error.code).toBe('already_claimed');
 
-    const hb = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_seconds: 120 });
+    const hb = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: token, lease_seconds: 120 });
     expect(hb.statusCode).toBe(200);
     expect(Date.parse(hb.json().lease_until)).toBeGreaterThan(Date.parse(c.json().lease_until));
-    const notOwner = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w2' });
+    const notOwner = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w2', lease_token: token });
     expect(notOwner.statusCode).toBe(409);
+    const noToken = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1' });
+    expect(noToken.statusCode).toBe(409);
 
     expect((await s.call('POST', '/api/v2/commands/99999999/claim', { worker_id: 'w1' })).statusCode).toBe(404);
     expect((await s.call('POST', '/api/v2/commands/99999999/heartbeat', { worker_id: 'w1' })).statusCode).toBe(404);
@@ -167,13 +171,13 @@ describe('commands: claim and heartbeat', () => {
   it('a finished command: 410 on claim and heartbeat', async () => {
     const id = await start();
     const [qid] = await queueIds(id);
-    await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' });
-    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', payload: { response: { ok: true }, meta: {} } });
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
     expect(done.statusCode).toBe(200);
     const claim = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w2' });
     expect(claim.statusCode).toBe(410);
     expect(claim.json().error.code).toBe('finished');
-    expect((await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1' })).statusCode).toBe(410);
+    expect((await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: token })).statusCode).toBe(410);
   });
 
   it('missing worker_id, bad lease, non-numeric queue_id: 400', async () => {
@@ -191,9 +195,13 @@ describe('events', () => {
   it('a reported call.done completes the step; the next step is queued (EventsAck counts it)', async () => {
     const id = await start('ex/two', {});
     const [qid] = await queueIds(id);
-    await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' });
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+    const forged = await s.call('POST', '/api/v2/events', {
+      execution_id: Number(id), step: 'first', name: 'call.done', queue_id: Number(qid), worker_id: 'w1', lease_token: 'forged', payload: { response: { n: 666 } },
+    });
+    expect([forged.statusCode, forged.json().error.code]).toEqual([409, 'not_lease_holder']);
     const ack = await s.call('POST', '/api/v2/events', {
-      execution_id: Number(id), step: 'first', name: 'call.done', queue_id: Number(qid), worker_id: 'w1',
+      execution_id: Number(id), step: 'first', name: 'call.done', queue_id: Number(qid), worker_id: 'w1', lease_token: token,
       payload: { response: { n: 1 }, meta: { duration_ms: 3, attempt: 1 } },
     });
     expect(ack.statusCode).toBe(200);
@@ -204,22 +212,59 @@ describe('events', () => {
 
     // The same report again is a duplicate, not re-applied.
     const dup = await s.call('POST', '/api/events', {
-      events: [{ execution_id: id, step: 'first', name: 'call.done', queue_id: qid, worker_id: 'w1', payload: { response: { n: 1 }, meta: {} } }],
+      events: [{ execution_id: id, step: 'first', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { n: 1 }, meta: {} } }],
     });
     expect(dup.statusCode).toBe(200);
     expect(dup.json()).toMatchObject({ accepted: 0, duplicates: 1, commands: 0 });
 
     // Finish the second step through the batch form: the execution completes.
     const [, qid2] = await queueIds(id);
-    await s.call('POST', `/api/v2/commands/${qid2}/claim`, { worker_id: 'w1' });
+    const token2 = (await s.call('POST', `/api/v2/commands/${qid2}/claim`, { worker_id: 'w1' })).json().lease_token;
     const batch = await s.call('POST', '/api/v2/events', {
-      events: [{ execution_id: id, step: 'second', name: 'call.done', queue_id: qid2, worker_id: 'w1', payload: { response: { n: 2 }, meta: {} } }],
+      events: [{ execution_id: id, step: 'second', name: 'call.done', queue_id: qid2, worker_id: 'w1', lease_token: token2, payload: { response: { n: 2 }, meta: {} } }],
     });
     expect(batch.statusCode).toBe(200);
     const end = (await s.call('GET', `/api/execution/${id}`)).json();
     expect(end.status).toBe('completed');
     expect(end.result).toEqual({ n: 2 });
     expect(Date.parse(end.finished_at)).not.toBeNaN();
+  });
+
+  it('Idempotency-Key: a retried run returns the first execution; the key on another playbook is 409', async () => {
+    const key = `retry-${Date.now()}`;
+    const first = await s.call('POST', '/api/run/playbook', { path: 'ex/one', payload: { a: 1 } }, { 'idempotency-key': key });
+    expect(first.statusCode).toBe(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const again = await s.call('POST', '/api/v2/execute', { path: 'ex/one', payload: { a: 1 } }, { 'idempotency-key': key });
+    expect(again.statusCode).toBe(201);
+    expect(again.json().execution_id).toBe(first.json().execution_id);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    const concurrent = await Promise.all([1, 2, 3].map(() => s.call('POST', '/api/run/playbook', { path: 'ex/one' }, { 'idempotency-key': `${key}-c` })));
+    expect(new Set(concurrent.map((r) => r.json().execution_id)).size).toBe(1);
+    const other = await s.call('POST', '/api/run/playbook', { path: 'ex/two' }, { 'idempotency-key': key });
+    expect([other.statusCode, other.json().error.code]).toEqual([409, 'idempotency_key_reused']);
+    const { rows } = await s.core.db.pool.query('SELECT count(*)::int AS n FROM execution WHERE idempotency_key LIKE $1', [`${key}%`]);
+    expect(rows[0].n).toBe(2);
+    const plain = await s.call('POST', '/api/run/playbook', { path: 'ex/one' });
+    expect(plain.json().execution_id).not.toBe(first.json().execution_id);
+  });
+
+  it('a result with a __proto__ key completes the step with that key in the data', async () => {
+    const id = await start('ex/one', {});
+    const [qid] = await queueIds(id);
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+    const body = `{"execution_id": "${id}", "step": "start", "name": "call.done", "queue_id": "${qid}", "worker_id": "w1", "lease_token": "${token}",
+      "payload": {"response": {"__proto__": {"admin": true}, "constructor": {"prototype": {"x": 1}}, "ok": 1}, "meta": {}}}`;
+    const ack = await s.call('POST', '/api/v2/events', body);
+    expect(ack.statusCode).toBe(200);
+    expect(ack.json().accepted).toBe(1);
+    const raw = (await s.call('GET', `/api/execution/${id}`)).body;
+    const e = JSON.parse(raw);
+    expect(e.status).toBe('completed');
+    expect(Object.keys(e.result).sort()).toEqual(['__proto__', 'constructor', 'ok']);
+    expect(Object.getOwnPropertyDescriptor(e.result, '__proto__')?.value).toEqual({ admin: true });
+    expect(e.result.constructor).toEqual({ prototype: { x: 1 } });
+    expect(({} as Record<string, unknown>).admin).toBeUndefined();
   });
 
   it('GET /api/events/{id}: ordered by seq; after and limit page through', async () => {

@@ -2,9 +2,11 @@
  * Cross-cutting behaviour over the real core: bearer token, probes, metrics, runtime registry,
  * direct SQL, the OpenAPI document, error envelopes for unknown routes and real faults.
  */
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, listRoutes } from '../../server/app/index.js';
 import { createServerCore } from '../../server/core.js';
+import { createSqlReader, SQL_READER_ROLE, type SqlReader } from '../../server/store/sql-reader.js';
 import { createTestDatabase } from '../helpers/pg.js';
 import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
 
@@ -137,8 +139,26 @@ describe('runtime registry', () => {
 });
 
 describe('POST /api/postgres/execute', () => {
+  // The SQL API as PLAYFLOW_SQL_API=on builds it: a read-only pool of its own, as playflow_sql_reader.
+  let sqlApp: FastifyInstance;
+  let sql: SqlReader;
+  const run = (payload: unknown, headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` }) =>
+    sqlApp.inject({ method: 'POST', url: '/api/postgres/execute', headers, payload: payload as object });
+
+  beforeAll(async () => {
+    sql = await createSqlReader({ databaseUrl: s.db.url, adminPool: s.core.db.pool, secret: 'k', timeoutMs: 1000 });
+    sqlApp = await buildApp({ ...s.core.deps, sql }, { apiToken: TOKEN, sqlApi: true });
+    // a schema of the application's, created by its owner and readable by the SQL role
+    await s.core.db.pool.query(`CREATE SCHEMA app_s; CREATE TABLE app_s.items (id int, name text);
+      INSERT INTO app_s.items VALUES (1, 'a'), (2, 'b'); GRANT USAGE ON SCHEMA app_s TO ${SQL_READER_ROLE}; GRANT SELECT ON app_s.items TO ${SQL_READER_ROLE}`);
+  });
+  afterAll(async () => {
+    await sqlApp?.close();
+    await sql?.close();
+  });
+
   it('returns the rows of the statement', async () => {
-    const r = await s.call('POST', '/api/postgres/execute', { query: "SELECT 1 AS one, 'x' AS s, 9007199254740993::int8 AS big, now() AS t" });
+    const r = await run({ query: "SELECT 1 AS one, 'x' AS s, 9007199254740993::int8 AS big, now() AS t" });
     expect(r.statusCode).toBe(200);
     const body = r.json();
     expect(body.status).toBe('ok');
@@ -148,43 +168,74 @@ describe('POST /api/postgres/execute', () => {
   });
 
   it('schema sets the search_path for the transaction', async () => {
-    await s.call('POST', '/api/postgres/execute', { query: 'CREATE SCHEMA app_s; CREATE TABLE app_s.items (id int, name text); INSERT INTO app_s.items VALUES (1, \'a\'), (2, \'b\')' });
-    const r = await s.call('POST', '/api/postgres/execute', { query: 'SELECT name FROM items ORDER BY id', schema: 'app_s' });
+    const r = await run({ query: 'SELECT name FROM items ORDER BY id', schema: 'app_s' });
     expect(r.statusCode).toBe(200);
     expect(r.json().result).toEqual([{ name: 'a' }, { name: 'b' }]);
-    const upd = await s.call('POST', '/api/postgres/execute', { query: "UPDATE items SET name = 'z' WHERE id = 2 RETURNING id, name", schema: 'app_s' });
-    expect(upd.json().result).toEqual([{ id: 2, name: 'z' }]);
   });
 
-  it('a SQL error is 400 sql_error with the database message, and rolls the whole query back', async () => {
-    const r = await s.call('POST', '/api/postgres/execute', { query: 'CREATE TABLE public.half (x int); SELECT * FROM missing_table' });
+  it('is read-only: writes, DDL and several statements are 400 sql_error and change nothing', async () => {
+    const upd = await run({ query: "UPDATE items SET name = 'z' WHERE id = 2 RETURNING id, name", schema: 'app_s' });
+    expect(upd.statusCode).toBe(400);
+    expect(upd.json().error).toMatchObject({ code: 'sql_error', details: { code: '25006' } });
+    const ddl = await run({ query: 'CREATE TABLE public.half (x int)' });
+    expect(ddl.statusCode).toBe(400);
+    const multi = await run({ query: "COMMIT; INSERT INTO app_s.items VALUES (3, 'c')" });
+    expect(multi.statusCode).toBe(400);
+    expect(multi.json().error.code).toBe('sql_error');
+    const { rows } = await s.core.db.pool.query("SELECT to_regclass('public.half') AS t, (SELECT array_agg(name ORDER BY id) FROM app_s.items) AS names");
+    expect(rows).toEqual([{ t: null, names: ['a', 'b'] }]);
+  });
+
+  it('has no superuser power: COPY … TO PROGRAM, server files and role changes are refused', async () => {
+    for (const query of [
+      "COPY (SELECT 1) TO PROGRAM 'id'",
+      "SELECT pg_read_file('/etc/passwd')",
+      "SELECT set_config('role', 'postgres', true)",
+      'SELECT * FROM credential',
+    ]) {
+      const r = await run({ query });
+      expect(r.statusCode, query).toBe(400);
+      expect(r.json().error.code, query).toBe('sql_error');
+    }
+    const who = await run({ query: 'SELECT current_user AS u, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS su' });
+    expect(who.json().result).toEqual([{ u: SQL_READER_ROLE, su: false }]);
+  });
+
+  it('a statement killing its own connection is that request\'s 503; the next request and the API work', async () => {
+    const r = await run({ query: 'SELECT pg_terminate_backend(pg_backend_pid())' });
+    expect(r.statusCode).toBe(503);
+    expect(r.json().error.code).toBe('database_unavailable');
+    expect((await run({ query: 'SELECT 3 AS three' })).json().result).toEqual([{ three: 3 }]);
+    expect((await s.call('GET', '/api/executions')).statusCode).toBe(200);
+  });
+
+  it('a statement over the timeout is 400 sql_error (57014); the next request works', async () => {
+    const r = await run({ query: 'SELECT pg_sleep(5)' });
     expect(r.statusCode).toBe(400);
-    expect(r.json().error).toMatchObject({ code: 'sql_error', message: 'relation "missing_table" does not exist', details: { code: '42P01' } });
-    const check = await s.call('POST', '/api/postgres/execute', { query: "SELECT to_regclass('public.half') AS t" });
-    expect(check.json().result).toEqual([{ t: null }]);
-  });
-
-  it('several statements: the rows of the last one returning rows', async () => {
-    const r = await s.call('POST', '/api/postgres/execute', { query: 'CREATE TEMP TABLE t (x int); INSERT INTO t VALUES (1), (2); SELECT sum(x)::int AS s FROM t; COMMIT' });
-    expect(r.statusCode).toBe(200);
-    expect(r.json().result).toEqual([{ s: 3 }]);
+    expect(r.json().error.details.code).toBe('57014');
+    expect((await run({ query: 'SELECT 2 AS two' })).json().result).toEqual([{ two: 2 }]);
   });
 
   it('missing query: 400; without the token: 401', async () => {
-    const r = await s.call('POST', '/api/postgres/execute', { schema: 'x' });
+    const r = await run({ schema: 'x' });
     expect(r.statusCode).toBe(400);
     expect(r.json().error.details[0].field).toBe('query');
-    expect((await s.call('POST', '/api/postgres/execute', { query: 'SELECT 1' }, noAuth)).statusCode).toBe(401);
+    expect((await run({ query: 'SELECT 1' }, {})).statusCode).toBe(401);
   });
 
-  it('PLAYFLOW_SQL_API=off: 403 sql_api_disabled', async () => {
-    const app = await buildApp(s.core.deps, { sqlApi: false });
+  it('off by default: 403 sql_api_disabled; on without a token: 403 sql_api_requires_token', async () => {
+    const off = await buildApp(s.core.deps, {});
+    const open = await buildApp({ ...s.core.deps, sql }, { sqlApi: true });
     try {
-      const r = await app.inject({ method: 'POST', url: '/api/postgres/execute', payload: { query: 'SELECT 1' } });
+      const r = await off.inject({ method: 'POST', url: '/api/postgres/execute', payload: { query: 'SELECT 1' } });
       expect(r.statusCode).toBe(403);
       expect(r.json().error).toMatchObject({ code: 'sql_api_disabled', message: expect.stringContaining('PLAYFLOW_SQL_API=off') });
+      const o = await open.inject({ method: 'POST', url: '/api/postgres/execute', payload: { query: 'SELECT 1' } });
+      expect(o.statusCode).toBe(403);
+      expect(o.json().error.code).toBe('sql_api_requires_token');
     } finally {
-      await app.close();
+      await off.close();
+      await open.close();
     }
   });
 });
@@ -230,13 +281,14 @@ describe('error envelope', () => {
     expect(mine.headers['x-request-id']).toBe('abc-1');
   });
 
-  it('a malformed URL and a prototype-poisoning body are 400 in the envelope', async () => {
+  it('a malformed URL is 400 in the envelope; a __proto__ key in a body is data and pollutes nothing', async () => {
     const url = await s.call('GET', '/api/catalog/playbook/%');
     expect(url.statusCode).toBe(400);
     expect(url.json().error.code).toBe('bad_request');
-    const proto = await s.call('POST', '/api/catalog/playbook', '{"content": "x", "__proto__": {"polluted": true}}');
-    expect(proto.statusCode).toBe(400);
-    expect(proto.json().error).toMatchObject({ code: 'invalid_json', message: expect.stringContaining('__proto__') });
+    const proto = await s.call('POST', '/api/catalog/playbook', '{"content": "x", "__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}');
+    expect(proto.statusCode).toBe(422); // refused for its content ("x" is no playbook), not for a key
+    expect(proto.json().error.code).not.toBe('invalid_json');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
   it('a real fault (database gone) is 500 internal_error without leaking internals; /health says degraded (503)', async () => {
