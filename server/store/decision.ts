@@ -13,9 +13,10 @@
  * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
  * upserting the others touch disjoint rows.
  */
-import type { Json } from '../../playbook/types.js';
+import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { InsertedCommand } from './queue.js';
+import { at, SharedValues, without, withoutPath } from './shared-values.js';
 import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
@@ -65,8 +66,11 @@ export interface DecisionWritten {
 const SQL = `
 WITH ev AS (
   INSERT INTO event (execution_id, seq, name, step, command_id, payload)
-  SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb)
-    FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb)
+  SELECT $1, e.seq, e.name, e.step, e.command_id,
+         CASE WHEN e.share_path IS NULL THEN COALESCE(e.payload, '{}'::jsonb)
+              ELSE jsonb_set(e.payload, e.share_path, $13::jsonb -> e.share_idx) END
+    FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
+                                            share_path text[], share_idx integer)
    ORDER BY e.seq
 ), ins AS (
   INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
@@ -89,17 +93,23 @@ WITH ev AS (
   RETURNING queue.status
 ), snap AS (
   INSERT INTO execution_snapshot (execution_id, seq, state)
-  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL
+  SELECT $1, $10::integer,
+         CASE WHEN $18::text[] IS NULL THEN s1.state ELSE jsonb_set(s1.state, $18::text[], $13::jsonb -> $19::integer) END
+    FROM (SELECT CASE WHEN $16::text[] IS NULL THEN $11::jsonb
+                      ELSE jsonb_set($11::jsonb, $16::text[], $13::jsonb -> $17::integer) END AS state) AS s1
+   WHERE $10::integer IS NOT NULL
   ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
 ), st_gone AS (
   DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step)
 ), st AS (
   INSERT INTO execution_step (execution_id, step, summary)
-  SELECT $1, s.key, s.value FROM jsonb_each($8::jsonb) AS s
+  SELECT $1, s.key, CASE WHEN $15::jsonb ? s.key THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer)
+                         ELSE s.value END
+    FROM jsonb_each($8::jsonb) AS s
   ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary
    WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary
 ), up AS (
-  UPDATE execution SET status = $5, result = $6, error = $7,
+  UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
          updated_at = now(),
          finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
    WHERE execution_id = $1
@@ -132,11 +142,84 @@ function leaseOf(l: EagerLease | undefined) {
   return l ? { queue_id: l.queue_id, worker_id: l.worker_id, lease_token: l.lease_token, lease_until: l.lease_until.toISOString() } : {};
 }
 
+/**
+ * Where an event's payload holds a step's result or a call's response: step.exit, step_completed
+ * and execution_completed (`result`), call.done (`response`), action_completed (`effects.done.result`,
+ * and `effects.result` when a case action set the result).
+ */
+const RESULT_PATHS = [['result'], ['response'], ['effects', 'done', 'result'], ['effects', 'result']] as const;
+
+interface StateLike { result?: unknown; steps?: Record<string, StepSummary> }
+
+/**
+ * Counts every position a large value can repeat in (store/shared-values.ts): the events' result
+ * keys, the execution's result, the summaries written and, in the snapshot, the state's result and
+ * its steps' results.
+ */
+function noteAll(shared: SharedValues, w: DecisionWrite, steps: Record<string, StepSummary>, snap: StateLike | undefined): void {
+  for (const e of w.events) for (const path of RESULT_PATHS) shared.note(at(e.payload, path));
+  shared.note(w.execution.result);
+  for (const name in steps) shared.note(steps[name]!.result);
+  if (snap) {
+    shared.note(snap.result);
+    for (const name in snap.steps ?? {}) shared.note(snap.steps![name]!.result);
+  }
+}
+
+/**
+ * The snapshot's state with up to two shared values taken out (the SQL has two jsonb_set slots:
+ * the last step's result and the execution's, the case of an execution ending); the rest inline.
+ */
+function snapshotParams(shared: SharedValues, state: StateLike) {
+  const slots: Array<{ path: string[]; idx: number }> = [];
+  let out = state;
+  const top = shared.ref(state.result);
+  if (top !== undefined) {
+    slots.push({ path: ['result'], idx: top });
+    out = without(out, 'result');
+  }
+  for (const name in state.steps ?? {}) {
+    if (slots.length === 2) break;
+    const idx = shared.ref(state.steps![name]!.result);
+    if (idx === undefined) continue;
+    slots.push({ path: ['steps', name, 'result'], idx });
+    out = { ...out, steps: { ...out.steps, [name]: without(state.steps![name]!, 'result') } };
+  }
+  return { state: JSON.stringify(out), slots };
+}
+
 export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<DecisionWritten> {
   const { atInsert, updates } = mergeCloses(w.commands, w.closes);
-  const events = w.events.map((e, i) => ({
-    seq: w.firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload: e.payload ?? {},
-  }));
+  const x = w.execution;
+  const steps = w.stepsChanged ?? x.steps;
+  const snapState = w.snapshot?.state as StateLike | undefined;
+  const shared = new SharedValues();
+  noteAll(shared, w, steps, snapState);
+  const events = w.events.map((e, i) => {
+    let payload: JsonObject = e.payload ?? {};
+    let share_path: readonly string[] | null = null;
+    let share_idx: number | null = null;
+    // one shared value per event (one jsonb_set); a second one goes inline
+    for (const path of RESULT_PATHS) {
+      const idx = shared.ref(at(payload, path));
+      if (idx === undefined) continue;
+      payload = withoutPath(payload, path);
+      [share_path, share_idx] = [path, idx];
+      break;
+    }
+    return { seq: w.firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload, share_path, share_idx };
+  });
+  const resultIdx = shared.ref(x.result);
+  const stepShares: Record<string, number> = {};
+  let sentSteps = steps;
+  for (const name in steps) {
+    const idx = shared.ref(steps[name]!.result);
+    if (idx === undefined) continue;
+    stepShares[name] = idx;
+    if (sentSteps === steps) sentSteps = { ...steps };
+    sentSteps[name] = without(steps[name]!, 'result');
+  }
+  const snap = snapState ? snapshotParams(shared, snapState) : undefined;
   const commands = w.commands.map((c) => ({
     command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
     // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
@@ -144,15 +227,16 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     status: atInsert.get(c.command_id) ?? null,
     ...leaseOf(w.leases?.get(c.command_id)),
   }));
-  const x = w.execution;
+  const slot = (i: number) => [snap?.slots[i]?.path ?? null, snap?.slots[i]?.idx ?? null];
   const { rows } = await q.query<{ updated_at: Date; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
     name: 'playflow.write_decision',
     text: SQL,
     values: [
       w.executionId, JSON.stringify(events), JSON.stringify(commands), JSON.stringify(updates),
-      x.status, x.result === null ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error),
-      JSON.stringify(w.stepsChanged ?? x.steps), x.terminal,
-      w.snapshot ? w.snapshot.seq : null, w.snapshot ? JSON.stringify(w.snapshot.state) : null, w.stepsChanged !== undefined,
+      x.status, x.result === null || resultIdx !== undefined ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error),
+      JSON.stringify(sentSteps), x.terminal,
+      w.snapshot ? w.snapshot.seq : null, snap ? snap.state : null, w.stepsChanged !== undefined,
+      shared.param(), resultIdx ?? null, JSON.stringify(stepShares), ...slot(0), ...slot(1),
     ],
   });
   const r = rows[0];
