@@ -12,7 +12,7 @@
  *
  * `e2e`: a one-step playbook whose python step returns N MB (strings shape), through the real
  * server (in this process), a worker process, JetStream and PostgreSQL (bench/support.ts): run
- * request → terminal status, with the server's and the worker's CPU. The result is reported to
+ * request (with `wait`, as `playflow run --wait`) → its answer with the result, with the server's and the worker's CPU. The result is reported to
  * the server (call.done), stored and folded into the execution. The server takes request bodies
  * up to PLAYFLOW_MAX_BODY_BYTES (10 MiB by default): a larger result ends the step `too_large`;
  * `--body-bytes N` starts the server with N instead.
@@ -26,7 +26,7 @@ import { PythonPool } from '../worker/python/pool.js';
 import { runTool } from '../worker/tools/index.js';
 import { configureHttp } from '../worker/tools/http.js';
 import { silentLogger } from '../common/logger.js';
-import { runToEnd, startStack } from './support.js';
+import { runWaiting, startStack } from './support.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -142,13 +142,13 @@ workflow:
             return ["x" * 1000 for _ in range(int(mb) * 1000)]
       args: { mb: "{{ workload.mb }}" }
 `);
-    await runToEnd(stack.client, 'bench/big-result', { mb: 1 }); // warm-up
+    await runWaiting(stack.client, 'bench/big-result', { mb: 1 }); // warm-up
     for (let run = 0; run < RUNS; run++) {
       for (const mb of args['e2e-sizes']!.split(',').map(Number)) {
         const [c0, p0] = [stack.cpu(), await stack.pg.read()];
-        const r = await runToEnd(stack.client, 'bench/big-result', { mb });
+        const r = await runWaiting(stack.client, 'bench/big-result', { mb });
         const [c1, p1] = [stack.cpu(), await stack.pg.read()];
-        const how = r.execution.status === 'completed' ? 'completed' : `${r.execution.status} (${JSON.stringify(r.execution.error ?? null).slice(0, 120)})`;
+        const how = r.status === 'completed' ? 'completed' : `${r.status} (${JSON.stringify(r.error ?? null).slice(0, 120)})`;
         line(`e2e python step ${mb} MB → ${how}`, r.wall, { server: c1.server - c0.server, worker: c1.workers - c0.workers, postgres: stack.pg.since(p0, p1) });
       }
     }

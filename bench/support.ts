@@ -97,6 +97,19 @@ export async function runToEnd(client: PlayflowClient, playbookPath: string, pay
 
 
 /**
+ * Starts a run and waits for its end with the API's long poll, as `playflow run --wait` does: the
+ * start request's answer carries the result when the execution ends within the wait, so a large
+ * result crosses the wire once (runToEnd then reads the whole record again, with every step's).
+ */
+export async function runWaiting(client: PlayflowClient, playbookPath: string, payload: Record<string, unknown> = {}) {
+  const t0 = performance.now();
+  const started = await client.run({ path: playbookPath, payload: payload as never }, { wait: 60 });
+  let end: { status: string; result?: unknown; error?: unknown } = started;
+  while (!['completed', 'failed', 'cancelled'].includes(end.status)) end = await client.getExecution(started.execution_id, { wait: 60 });
+  return { wall: performance.now() - t0, status: end.status, result: end.result, error: end.error };
+}
+
+/**
  * A local "external API" in a worker thread (so its work does not count as the server's CPU):
  * answers every request 200 with `{path, ok}`. Returns its base URL and a stop function.
  */
