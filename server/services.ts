@@ -74,7 +74,8 @@ export type StoredEvent = EventView;
 export interface ExecutionService {
   /** Throws notFound for an unknown path; `req` is valid (common/contract RunBody, checked at the HTTP edge). `origin`: what started it (rerun, schedule tick). */
   start(req: RunRequest, origin?: ExecutionOrigin): Promise<RunResponse>;
-  get(executionId: Id): Promise<ExecutionRecord | null>;
+  /** `steps: false`: without the step summaries (`steps` is `{}`), for a caller that needs only the outcome. */
+  get(executionId: Id, opts?: { steps?: boolean }): Promise<ExecutionRecord | null>;
   list(opts?: { status?: ExecutionStatus; path?: string; parent?: Id; limit?: number; offset?: number }): Promise<ExecutionRecord[]>;
   /** Ordered by seq; `after` is the last seq already seen. */
   events(executionId: Id, opts?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next_after: number | null }>;

@@ -52,14 +52,16 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
   /** The execution once terminal, or as it is when `seconds` are up or the client went away. */
-  const waitFor = (id: string, seconds: number, res: ServerResponse) => {
+  // `steps: false` for a run request's wait: its answer has the outcome only, and the summaries
+  // repeat every step's result (a large one would be read and parsed for nothing)
+  const waitFor = (id: string, seconds: number, res: ServerResponse, steps = true) => {
     const stop = new AbortController();
     const onClose = () => stop.abort();
     // listeners removed when done (not AbortSignal.any: one long-lived signal would collect dependants)
     res.once('close', onClose);
     closing.signal.addEventListener('abort', onClose, { once: true });
     if (closing.signal.aborted) stop.abort();
-    return awaitEnd(deps.waiters, id, () => deps.executions.get(id), seconds * 1000, stop.signal).finally(() => {
+    return awaitEnd(deps.waiters, id, () => deps.executions.get(id, { steps }), seconds * 1000, stop.signal).finally(() => {
       res.off('close', onClose);
       closing.signal.removeEventListener('abort', onClose);
     });
@@ -93,7 +95,7 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
         reply.header('idempotent-replayed', 'true');
       }
       if (req.query.wait) {
-        const ex = await waitFor(String(res.execution_id), req.query.wait, reply.raw);
+        const ex = await waitFor(String(res.execution_id), req.query.wait, reply.raw, false);
         if (ex && isTerminal(ex.status)) {
           return reply.code(201).send({ ...res, status: ex.status, result: ex.result, error: ex.error, finished_at: ex.finished_at });
         }

@@ -311,10 +311,10 @@ export class PgExecutionService implements ExecutionService {
 
   // ----------------------------------------------------------------------------------- reads
 
-  async get(executionId: string): Promise<ExecutionRecord | null> {
+  async get(executionId: string, opts: { steps?: boolean } = {}): Promise<ExecutionRecord | null> {
     const id = parseId(executionId);
     if (!id) return null; // well-formed (the edge checked) but no execution has it: 0, or beyond int64
-    const row = await execStore.get(this.db.pool, id);
+    const row = await execStore.get(this.db.pool, id, opts);
     return row ? execStore.toRecord(row) : null;
   }
 
