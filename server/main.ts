@@ -10,6 +10,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app/index.js';
+import { trackConnections } from './app/connections.js';
 import { checkExposure, describeConfig, loadConfig, type ServerConfig } from './config.js';
 import { createSqlReader } from './store/sql-reader.js';
 import { setTemplateLimits } from '../playbook/template/budget.js';
@@ -115,8 +116,10 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   }
 
   let address: string;
+  let connections: ReturnType<typeof trackConnections> | undefined;
   try {
     address = await app.listen({ port: config.port, host: config.host });
+    connections = trackConnections(app.server);
     await core.start();
   } catch (err) {
     await app.close().catch(() => {});
@@ -135,9 +138,15 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   const stop = () => {
     stopping ??= (async () => {
       logger.info('shutting down: no new connections, finishing requests in flight');
+      // sockets without a request (a browser's preconnect) would hold close() for minutes; those
+      // whose request finishes while closing go too (app/connections.ts)
+      const closing = app.close();
+      connections?.closeUnused();
+      const sweep = setInterval(() => connections?.closeUnused(), 200);
       try {
-        await app.close();
+        await closing;
       } finally {
+        clearInterval(sweep);
         await closeCore();
       }
       logger.info('server stopped');

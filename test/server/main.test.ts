@@ -1,4 +1,5 @@
 /** startServer (what `playflow server start` runs): listening, graceful stop with a request in flight. */
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.js';
 import { createLogger } from '../../common/logger.js';
@@ -36,6 +37,38 @@ describe('startServer', () => {
       await db.drop();
     }
   });
+});
+
+describe('startServer stop with sockets that hold no request', () => {
+  // A browser's preconnected socket, or a request still being sent: Node's close() waited for them
+  // for minutes, which held playflow dev's Ctrl-C while a console tab was open.
+  it('closes them and returns at once, while a keep-alive socket with a finished request is closed as before', async () => {
+    const db = await createTestDatabase('pfmain');
+    const config = loadConfig({ DATABASE_URL: db.url, BROKER_URL: 'memory', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent' });
+    const server = await startServer({ config, handleSignals: false, dev: true, logger: createLogger({ level: 'silent' }) });
+    const port = Number(new URL(server.address).port);
+    const open = async (send?: string) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.on('error', () => {});
+      await new Promise((r) => s.once('connect', r));
+      if (send) s.write(send);
+      return Object.assign(s, { ended: new Promise<void>((r) => s.once('close', () => r())) });
+    };
+    try {
+      const empty = await open();
+      const partial = await open('GET /health HTTP/1.1\r\nHost: x\r\n');
+      const kept = await open('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+      await new Promise((r) => kept.once('data', r));
+      await new Promise((r) => setTimeout(r, 100));
+      const t0 = Date.now();
+      await server.stop();
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      await Promise.all([empty.ended, partial.ended, kept.ended]);
+    } finally {
+      await server.stop().catch(() => {});
+      await db.drop();
+    }
+  }, 60_000);
 });
 
 describe('startServer refuses an open API on a reachable address', () => {
