@@ -16,7 +16,8 @@
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { InsertedCommand } from './queue.js';
-import { at, SharedValues, without, withoutPath } from './shared-values.js';
+import { getPath } from '../engine/context.js';
+import { SharedValues, without, withoutPath } from './shared-values.js';
 import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
@@ -147,7 +148,7 @@ function leaseOf(l: EagerLease | undefined) {
  * and execution_completed (`result`), call.done (`response`), action_completed (`effects.done.result`,
  * and `effects.result` when a case action set the result).
  */
-const RESULT_PATHS = [['result'], ['response'], ['effects', 'done', 'result'], ['effects', 'result']] as const;
+const RESULT_PATHS = ['result', 'response', 'effects.done.result', 'effects.result'];
 
 interface StateLike { result?: unknown; steps?: Record<string, StepSummary> }
 
@@ -157,7 +158,7 @@ interface StateLike { result?: unknown; steps?: Record<string, StepSummary> }
  * its steps' results.
  */
 function noteAll(shared: SharedValues, w: DecisionWrite, steps: Record<string, StepSummary>, snap: StateLike | undefined): void {
-  for (const e of w.events) for (const path of RESULT_PATHS) shared.note(at(e.payload, path));
+  for (const e of w.events) for (const path of RESULT_PATHS) shared.note(getPath(e.payload, path));
   shared.note(w.execution.result);
   for (const name in steps) shared.note(steps[name]!.result);
   if (snap) {
@@ -197,14 +198,15 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
   noteAll(shared, w, steps, snapState);
   const events = w.events.map((e, i) => {
     let payload: JsonObject = e.payload ?? {};
-    let share_path: readonly string[] | null = null;
+    let share_path: string[] | null = null;
     let share_idx: number | null = null;
     // one shared value per event (one jsonb_set); a second one goes inline
     for (const path of RESULT_PATHS) {
-      const idx = shared.ref(at(payload, path));
+      const idx = shared.ref(getPath(payload, path));
       if (idx === undefined) continue;
-      payload = withoutPath(payload, path);
-      [share_path, share_idx] = [path, idx];
+      share_path = path.split('.');
+      share_idx = idx;
+      payload = withoutPath(payload, share_path);
       break;
     }
     return { seq: w.firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload, share_path, share_idx };

@@ -59,16 +59,6 @@ export function without<T extends object>(obj: T, key: string): T {
   return rest as T;
 }
 
-/** The value at `path` in `obj` (objects only), or undefined. */
-export function at(obj: unknown, path: readonly string[]): unknown {
-  let v = obj;
-  for (const k of path) {
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-    v = (v as Record<string, unknown>)[k];
-  }
-  return v;
-}
-
 /** `obj` without the value at `path`: shallow copies along the path, everything else shared. */
 export function withoutPath<T extends object>(obj: T, path: readonly string[]): T {
   if (path.length === 1) return without(obj, path[0]!);
