@@ -14,28 +14,19 @@ import { helm } from '../helpers/helm.js';
 import { crdValidator } from '../helpers/crd-validate.js';
 import { renderCrds } from '../../scripts/gen-crds.js';
 import { operatorAccess, rbacAllows } from '../helpers/rendered-rbac.js';
-import { VALUE_SETS } from '../release/render.js';
+import { podSpecOf, render as renderRelease, validateWithModels, VALUE_SETS, type Doc } from '../release/render.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const chart = path.join(root, 'helm', 'playflow');
 const NAMESPACE = 'pf-test-ns';
 
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; data?: any; rules?: any };
 
 const valueSets = VALUE_SETS;
 /** Namespaces a value set's own Roles may name besides the release namespace. */
 const WATCHED_ELSEWHERE = ['team-a', 'team-b'];
 
 function render(args: string[]): Doc[] {
-  const out = helm(['template', 'rel', chart, '--namespace', NAMESPACE, ...args]);
-  return parseAllDocuments(out)
-    .map((d) => d.toJSON() as Doc | null)
-    .filter((d): d is Doc => d !== null);
-}
-
-function podSpecOf(doc: Doc): any | undefined {
-  if (doc.kind === 'Pod') return doc.spec;
-  return doc.spec?.template?.spec;
+  return renderRelease('rel', NAMESPACE, args);
 }
 
 /** All source files of the code, to check that a name the chart sets is read somewhere. */
@@ -51,21 +42,6 @@ function codeText(): string {
   };
   for (const d of dirs) walk(path.join(root, d));
   return parts.join('\n');
-}
-
-async function validateWithModels(doc: Doc): Promise<'validated' | 'unknown'> {
-  const [group, version] = doc.apiVersion.includes('/') ? doc.apiVersion.split('/') : ['', doc.apiVersion];
-  const modulePath = group ? `kubernetes-models/${group}/${version}` : `kubernetes-models/${version}`;
-  let mod: Record<string, any>;
-  try {
-    mod = await import(modulePath);
-  } catch {
-    return 'unknown';
-  }
-  const Model = mod[doc.kind];
-  if (!Model) return 'unknown';
-  new Model(doc).validate(); // throws with the schema error
-  return 'validated';
 }
 
 const crds = Object.fromEntries(Object.values(renderCrds()).map((text) => {
@@ -143,12 +119,12 @@ describe('helm chart', () => {
         const dir = mkdtempSync(path.join(tmpdir(), 'pf-nats-conf-'));
         try {
           const file = path.join(dir, 'nats.conf');
-          writeFileSync(file, cm.data['nats.conf']);
+          writeFileSync(file, cm.data!['nats.conf']);
           // -t parses and checks the file without starting (store_dir is not touched).
           const out = execFileSync('/usr/sbin/nats-server', ['-t', '-c', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
           expect(out + '').not.toMatch(/error/i);
         } catch (err) {
-          throw new Error(`nats-server rejects the rendered nats.conf:\n${cm.data['nats.conf']}\n${(err as { stderr?: string }).stderr ?? err}`, { cause: err });
+          throw new Error(`nats-server rejects the rendered nats.conf:\n${cm.data!['nats.conf']}\n${(err as { stderr?: string }).stderr ?? err}`, { cause: err });
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }
@@ -271,7 +247,7 @@ describe('helm chart', () => {
     }
     // A token given as a value is rendered as is; a generated one comes from the hook Job.
     const given = render([...valueSets.tokenOn, '--set', 'apiToken.value=abc']).find((d) => d.kind === 'Secret' && d.metadata.name === 'rel-playflow-api-token')!;
-    expect(Buffer.from(given.data.token, 'base64').toString()).toBe('abc');
+    expect(Buffer.from(given.data!.token, 'base64').toString()).toBe('abc');
   });
 
   it('requires the token by default; anonymous only when asked, and the SQL endpoint never anonymous', () => {
@@ -304,7 +280,7 @@ describe('helm chart', () => {
     const sa = { name: podSpecOf(job).serviceAccountName, namespace: NAMESPACE };
     expect(rbacAllows(docs, sa, { namespace: NAMESPACE, group: '', resource: 'secrets', verb: 'create' })).toBe(true);
     const role = docs.find((d) => d.kind === 'Role' && d.metadata.name === sa.name)!;
-    expect(role.rules.find((r: any) => r.verbs.includes('get')).resourceNames.sort()).toEqual(spec.map((s: any) => s.name).sort());
+    expect(role.rules!.find((r: any) => r.verbs.includes('get')).resourceNames.sort()).toEqual(spec.map((s: any) => s.name).sort());
     // Nothing to generate when every secret is the user's: no Job.
     const none = render(['--set', 'encryption.existingSecret=k', '--set', 'apiToken.existingSecret=t', ...valueSets.externalDatabase]);
     expect(none.find((d) => d.kind === 'Job')).toBeUndefined();
