@@ -1,12 +1,14 @@
 /**
- * A large step result is sent to PostgreSQL once per write (store/shared-values.ts) and stored
- * exactly as the inline write stores it: in every event that carries it, the execution's result,
- * the step's summary and the snapshot. Small results stay inline.
+ * A large step result is sent to PostgreSQL once per write (store/shared-values.ts), stored once
+ * in the event log (beside the payload of the first event holding it; migration 280), and read
+ * back in full: in every event that carries it, the execution's result, the step's summary and the
+ * snapshot. Small results stay inline.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
+import * as eventStore from '../store/events.js';
 import { SHARE_MIN_CHARS } from '../store/shared-values.js';
 import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
 
@@ -43,7 +45,10 @@ function spyWrites(): string[][] {
 async function stored(id: string) {
   const q = <T extends pg.QueryResultRow>(sql: string) => core.db.pool.query<T>(sql, [id]).then((r) => r.rows);
   return {
-    events: await q<{ name: string; step: string | null; payload: Record<string, unknown> }>('SELECT name, step, payload FROM event WHERE execution_id = $1 ORDER BY seq'),
+    // the log as it reads, values put back in their payloads
+    events: await eventStore.list(core.db.pool, id),
+    rows: await q<{ name: string; step: string | null; payload: Record<string, unknown>; value: unknown; value_seq: number | null }>(
+      'SELECT name, step, payload, value, value_seq FROM event WHERE execution_id = $1 ORDER BY seq'),
     result: (await q<{ result: unknown }>('SELECT result FROM execution WHERE execution_id = $1'))[0]!.result,
     summaries: Object.fromEntries((await q<{ step: string; summary: unknown }>('SELECT step, summary FROM execution_step WHERE execution_id = $1')).map((r) => [r.step, r.summary])),
     snapshot: (await q<{ state: unknown }>('SELECT state FROM execution_snapshot WHERE execution_id = $1'))[0]?.state,
@@ -73,6 +78,21 @@ describe('a large result', () => {
     expect(byName('step_completed', 's2').result).toEqual(big('s2'));
     expect((byName('action_completed', 's2').effects as { done: { result: unknown } }).done.result).toEqual(big('s2'));
     expect(byName('execution_completed', null).result).toEqual(big('s2'));
+
+    // stored once in the log: one row holds it, the others of that write name that row
+    const holding = s.rows.filter((r) => r.value !== null);
+    expect(holding.map((r) => [r.name, r.step])).toEqual([['call.done', 's1'], ['call.done', 's2']]);
+    expect(holding[1]!.value).toEqual(big('s2'));
+    expect(s.rows.filter((r) => JSON.stringify(r.payload).includes('x'.repeat(100)))).toEqual([]);
+    const naming = s.rows.filter((r) => r.value_seq !== null);
+    expect(naming.map((r) => r.name).sort()).toEqual(['action_completed', 'action_completed', 'execution_completed', 'step.exit', 'step.exit', 'step_completed', 'step_completed']);
+
+    // a page that starts after the event holding the value still reads it in full
+    const doneSeq = (await eventStore.list(core.db.pool, id)).find((e) => e.name === 'call.done' && e.step === 's2')!.seq;
+    const later = await eventStore.list(core.db.pool, id, doneSeq);
+    expect(later.find((e) => e.name === 'step_completed' && e.step === 's2')!.payload.result).toEqual(big('s2'));
+    const page = await eventStore.listWhere(core.db.pool, id, { after: 0, limit: 10, name: 'execution_completed' });
+    expect(page[0]!.payload.result).toEqual(big('s2'));
 
     // the write that ended the execution held s2's result seven times; it carried it once
     // (plus s1's, which is in that snapshot once, inline)

@@ -66,12 +66,11 @@ export interface DecisionWritten {
 
 const SQL = `
 WITH ev AS (
-  INSERT INTO event (execution_id, seq, name, step, command_id, payload)
-  SELECT $1, e.seq, e.name, e.step, e.command_id,
-         CASE WHEN e.share_path IS NULL THEN COALESCE(e.payload, '{}'::jsonb)
-              ELSE jsonb_set(e.payload, e.share_path, $13::jsonb -> e.share_idx) END
+  INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
+  SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb), e.share_path,
+         CASE WHEN e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END, e.value_seq
     FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
-                                            share_path text[], share_idx integer)
+                                            share_path text[], share_idx integer, value_seq integer)
    ORDER BY e.seq
 ), ins AS (
   INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
@@ -196,20 +195,26 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
   const snapState = w.snapshot?.state as StateLike | undefined;
   const shared = new SharedValues();
   noteAll(shared, w, steps, snapState);
+  // the first event holding a shared value stores it (its `value` column), the later ones name it
+  const holder = new Map<number, number>();
   const events = w.events.map((e, i) => {
+    const seq = w.firstSeq + i;
     let payload: JsonObject = e.payload ?? {};
     let share_path: string[] | null = null;
     let share_idx: number | null = null;
-    // one shared value per event (one jsonb_set); a second one goes inline
+    let value_seq: number | null = null;
+    // one shared value per event (one value column); a second one goes inline
     for (const path of RESULT_PATHS) {
       const idx = shared.ref(getPath(payload, path));
       if (idx === undefined) continue;
       share_path = path.split('.');
       share_idx = idx;
+      value_seq = holder.get(idx) ?? null;
+      if (value_seq === null) holder.set(idx, seq);
       payload = withoutPath(payload, share_path);
       break;
     }
-    return { seq: w.firstSeq + i, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload, share_path, share_idx };
+    return { seq, name: e.name, step: e.step ?? null, command_id: e.command_id ?? null, payload, share_path, share_idx, value_seq };
   });
   const resultIdx = shared.ref(x.result);
   const stepShares: Record<string, number> = {};

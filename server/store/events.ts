@@ -1,5 +1,5 @@
 /** SQL of the event log and its snapshot cache. */
-import type { JsonObject } from '../../playbook/types.js';
+import type { Json, JsonObject } from '../../playbook/types.js';
 import type { EngineEvent } from '../engine/contract.js';
 import type { StoredEvent } from '../services.js';
 import { iso, type Queryable } from './sql.js';
@@ -13,9 +13,44 @@ interface EventRow {
   command_id: number | null;
   payload: JsonObject;
   created_at: Date;
+  /** Where a value stored beside the payload belongs in it (migration 280). */
+  value_path: string[] | null;
+  /** The value, on the first event of a write that held it. */
+  value: Json | null;
+  /** The event holding the value, on the later ones. */
+  value_seq: number | null;
 }
 
-const toStored = (r: EventRow): StoredEvent => ({ ...r, created_at: iso(r.created_at)! });
+/** `payload` with `value` put back at `path` (the payload was stored without it). */
+function placed(payload: JsonObject, path: string[], value: Json): JsonObject {
+  let at = payload;
+  for (const key of path.slice(0, -1)) {
+    const next = at[key];
+    at = (at[key] = typeof next === 'object' && next !== null && !Array.isArray(next) ? next : {}) as JsonObject;
+  }
+  at[path[path.length - 1]!] = value;
+  return payload;
+}
+
+/**
+ * The rows as the log reads: each value stored beside a payload put back in it. A value held by an
+ * event outside these rows (an earlier page) is read by its seq, in one query.
+ */
+async function toStored(q: Queryable, executionId: string, rows: EventRow[]): Promise<StoredEvent[]> {
+  const held = new Map<number, Json>();
+  for (const r of rows) if (r.value_path && r.value_seq === null) held.set(r.seq, r.value);
+  const missing = [...new Set(rows.flatMap((r) => (r.value_seq !== null && !held.has(r.value_seq) ? [r.value_seq] : [])))];
+  if (missing.length) {
+    const found = await q.query<{ seq: number; value: Json }>(
+      'SELECT seq, value FROM event WHERE execution_id = $1 AND seq = ANY($2::integer[])', [executionId, missing]);
+    for (const r of found.rows) held.set(r.seq, r.value);
+  }
+  return rows.map(({ value_path, value: _value, value_seq, ...r }) => ({
+    ...r,
+    payload: value_path ? placed(r.payload, value_path, held.get(value_seq ?? r.seq) ?? null) : r.payload,
+    created_at: iso(r.created_at)!,
+  }));
+}
 
 export function toEngineEvent(e: Pick<StoredEvent, 'name' | 'step' | 'command_id' | 'payload'>): EngineEvent {
   const out: EngineEvent = { name: e.name, step: e.step, payload: e.payload ?? {} };
@@ -37,7 +72,7 @@ export async function list(q: Queryable, executionId: string, after = 0, limit?:
     sql += ' LIMIT $3';
   }
   const { rows } = await q.query<EventRow>(sql, params);
-  return rows.map(toStored);
+  return toStored(q, executionId, rows);
 }
 
 /**
@@ -51,7 +86,7 @@ export async function listWhere(q: Queryable, executionId: string, f: { after: n
         AND ($3::text IS NULL OR step = $3) AND ($4::text IS NULL OR name = $4)
       ORDER BY seq LIMIT $5`,
     [executionId, f.after, f.step ?? null, f.name ?? null, f.limit]);
-  return rows.map(toStored);
+  return toStored(q, executionId, rows);
 }
 
 export async function loadSnapshot<S>(q: Queryable, executionId: string): Promise<{ seq: number; state: S } | null> {
