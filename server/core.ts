@@ -141,6 +141,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   executions.onWaiting = () => admitter.kick();
   const runtime = new PgRuntimeService(db);
   const waiters = new ExecutionWaiters({ connectionString: config.databaseUrl, applicationName: `playflow-listen ${serverName}`, logger: log });
+  executions.onEnded = (id, ended) => waiters.ended(id, ended);
   const schedules = new ScheduleService(db);
   const ticker = new ScheduleTicker({ db, executions, logger: log, intervalMs: config.scheduleIntervalMs });
   const deps: ServerDeps = {

@@ -33,7 +33,7 @@ import {
 } from '../../common/contract/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { checkCatalogPath } from '../store/catalog-service.js';
-import { awaitEnd } from '../executions/waiters.js';
+import { awaitEnd, type Ended } from '../executions/waiters.js';
 import type { AppContext } from './context.js';
 import { errors } from './schemas.js';
 import { routeSchema, toId } from './support.js';
@@ -51,21 +51,26 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
   // one listener per wait in progress, each removed when its wait ends: many at once is not a leak
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
-  /** The execution once terminal, or as it is when `seconds` are up or the client went away. */
-  // `steps: false` for a run request's wait: its answer has the outcome only, and the summaries
-  // repeat every step's result (a large one would be read and parsed for nothing)
-  const waitFor = (id: string, seconds: number, res: ServerResponse, steps = true) => {
+  /** The execution once terminal (`read`), or as it is when `seconds` are up or the client went away. */
+  const waitFor = <T extends { status: string }>(id: string, seconds: number, res: ServerResponse, read: () => Promise<T | null>, fromEnded?: (e: Ended) => T) => {
     const stop = new AbortController();
     const onClose = () => stop.abort();
     // listeners removed when done (not AbortSignal.any: one long-lived signal would collect dependants)
     res.once('close', onClose);
     closing.signal.addEventListener('abort', onClose, { once: true });
     if (closing.signal.aborted) stop.abort();
-    return awaitEnd(deps.waiters, id, () => deps.executions.get(id, { steps }), seconds * 1000, stop.signal).finally(() => {
+    return awaitEnd(deps.waiters, id, read, seconds * 1000, stop.signal, fromEnded).finally(() => {
       res.off('close', onClose);
       closing.signal.removeEventListener('abort', onClose);
     });
   };
+  /**
+   * A run request's wait answers the outcome only: read without the summaries (they repeat every
+   * step's result, a large one would be read and parsed for nothing), or taken as handed over by
+   * the commit that ended the execution in this process (no read at all).
+   */
+  const waitForOutcome = (id: string, seconds: number, res: ServerResponse) =>
+    waitFor<Ended>(id, seconds, res, () => deps.executions.get(id, { steps: false }), (e) => e);
   const start = async (body: RunBody, idempotencyKey?: string) => {
     const path = body.path.replace(/^\/+|\/+$/g, '');
     const bad = checkCatalogPath(path);
@@ -95,7 +100,7 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
         reply.header('idempotent-replayed', 'true');
       }
       if (req.query.wait) {
-        const ex = await waitFor(String(res.execution_id), req.query.wait, reply.raw, false);
+        const ex = await waitForOutcome(String(res.execution_id), req.query.wait, reply.raw);
         if (ex && isTerminal(ex.status)) {
           return reply.code(201).send({ ...res, status: ex.status, result: ex.result, error: ex.error, finished_at: ex.finished_at });
         }
@@ -112,7 +117,7 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
     }),
   }, async (req, reply) => {
     const id = toId(req.params.id, 'id');
-    const ex = req.query.wait ? await waitFor(id, req.query.wait, reply.raw) : await deps.executions.get(id);
+    const ex = req.query.wait ? await waitFor(id, req.query.wait, reply.raw, () => deps.executions.get(id)) : await deps.executions.get(id);
     if (!ex) throw notFound(`execution ${id} not found`, { execution_id: id });
     return ex;
   });

@@ -35,8 +35,9 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
-import { parseId } from '../store/sql.js';
+import { iso, parseId } from '../store/sql.js';
 import type { Outbox } from './outbox.js';
+import type { Ended } from './waiters.js';
 import { Lru } from './lru.js';
 import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
 import { Children } from './children.js';
@@ -127,6 +128,8 @@ export class PgExecutionService implements ExecutionService {
   private readonly random: () => number;
   /** Set by the core to its admitter's kick (server/executions/limits.ts). */
   onWaiting?: () => void;
+  /** Set by the core: after the commit that ended an execution, its outcome to this process's waiters. */
+  onEnded?: (executionId: string, ended: Ended) => void;
   /** Per execution with a group commit running: the requests waiting for the next one. */
   private readonly batcher = new KeyedBatcher<BatchItem>((executionId, batch) => this.commitBatch(executionId, batch));
   private readonly children: Children;
@@ -514,6 +517,10 @@ export class PgExecutionService implements ExecutionService {
 
   /** After commit (never throws): outbox publish, then cancel the children of ended executions. */
   private async afterCommit(ctx: TxCtx): Promise<void> {
+    for (const id of ctx.terminated) {
+      const row = ctx.cache.get(id)?.row;
+      if (row && this.onEnded) this.onEnded(id, { status: row.status, result: row.result, error: row.error, finished_at: iso(row.finished_at) ?? null });
+    }
     if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
     for (const id of ctx.terminated) await this.children.cancelChildren(id);
   }

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
 import { notifyEnded } from '../store/executions.js';
-import { awaitEnd, ExecutionWaiters, type WaitSubscription } from './waiters.js';
+import { awaitEnd, ExecutionWaiters, type Ended, type WaitSubscription } from './waiters.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -119,6 +119,35 @@ describe('ExecutionWaiters', () => {
     expect(await done).toEqual({ status: 'completed' });
     expect(reads).toBe(3);
     expect(w.size).toBe(0);
+  });
+
+  it('awaitEnd answers an outcome handed over in this process without reading again', async () => {
+    const w = await waiters();
+    let reads = 0;
+    const ended: Ended = { status: 'completed', result: { big: 'x'.repeat(100) }, error: null, finished_at: '2026-11-25T00:00:00.000Z' };
+    const read = async (): Promise<Ended> => {
+      reads++;
+      return { status: 'running', result: null, error: null, finished_at: null };
+    };
+    const done = awaitEnd(w, '606', read, 60_000, undefined, (e) => e);
+    while (reads < 1) await new Promise((r) => setTimeout(r, 5));
+    w.ended('707', { ...ended, status: 'failed' }); // another execution's: not this waiter's
+    w.ended('606', ended);
+    expect(await done).toBe(ended);
+    expect(reads).toBe(1);
+    // without fromEnded (a caller that needs more than the outcome) it reads the row
+    let status = 'running';
+    let fullReads = 0;
+    const readFull = async () => {
+      fullReads++;
+      return { status, result: null, steps: {} };
+    };
+    const full = awaitEnd(w, '606', readFull, 60_000);
+    while (fullReads < 1) await new Promise((r) => setTimeout(r, 5));
+    status = 'completed';
+    w.ended('606', ended);
+    expect(await full).toEqual({ status: 'completed', result: null, steps: {} });
+    expect(fullReads).toBe(2);
   });
 
   it('awaitEnd answers the current state at the deadline, and at once when aborted', async () => {

@@ -16,6 +16,7 @@
  */
 import pg from 'pg';
 import { Gauge } from 'prom-client';
+import type { Json } from '../../playbook/types.js';
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../engine/contract.js';
 import { registry } from '../metrics.js';
 import { EXECUTION_ENDED_CHANNEL } from '../store/executions.js';
@@ -28,6 +29,18 @@ const waitersGauge = new Gauge({
   registers: [registry],
 });
 
+/**
+ * How an execution ended, handed to this process's waiters by the commit that ended it (the
+ * service's `onEnded`): a waiter in the same process answers with it instead of reading the row
+ * back, which for a large result costs PostgreSQL its jsonb output and this process its parse.
+ */
+export interface Ended {
+  status: ExecutionStatus;
+  result: Json | null;
+  error: Json | null;
+  finished_at: string | null;
+}
+
 export interface WaitSubscription {
   /**
    * Resolves when the execution may have ended (its notification, or a reconnect), at `deadline`
@@ -38,6 +51,8 @@ export interface WaitSubscription {
   next(deadline: number, signal?: AbortSignal): Promise<boolean>;
   /** Idempotent; must be called (finally) or the waiter stays counted. */
   close(): void;
+  /** The outcome, when the commit that ended the execution ran in this process. */
+  readonly ended?: Ended;
 }
 
 /** What the HTTP layer needs (ServerDeps.waiters). */
@@ -54,11 +69,13 @@ class Subscription implements WaitSubscription {
   private closed = false;
   /** No wake-up will come any more (the waiters stopped). */
   private final = false;
+  ended?: Ended;
 
   constructor(readonly id: string, private readonly onClose: (s: Subscription) => void) {}
 
-  wake(final = false): void {
+  wake(final = false, ended?: Ended): void {
     if (final) this.final = true;
+    if (ended) this.ended = ended;
     if (this.release) this.release();
     else this.pending = true;
   }
@@ -172,6 +189,14 @@ export class ExecutionWaiters implements ExecutionWaiter {
     for (const s of this.byId.get(executionId) ?? []) s.wake();
   }
 
+  /**
+   * The commit that ended `executionId` ran in this process: its waiters here answer with `ended`
+   * (the NOTIFY still wakes those of other replicas, and these again, harmlessly).
+   */
+  ended(executionId: string, ended: Ended): void {
+    for (const s of this.byId.get(executionId) ?? []) s.wake(false, ended);
+  }
+
   private wakeAll(final = false): void {
     for (const set of this.byId.values()) for (const s of set) s.wake(final);
   }
@@ -273,10 +298,12 @@ const isTerminal = (s: string) => (TERMINAL_STATUSES as readonly string[]).inclu
 
 /**
  * Reads the execution until it is terminal, `waitMs` have passed or `signal` aborted (the client
- * went away, the server is closing); answers the last state read (null: not found).
+ * went away, the server is closing); answers the last state read (null: not found). With
+ * `fromEnded`, an outcome handed over in this process (`Ended`) is answered without a read.
  */
 export async function awaitEnd<T extends { status: string }>(
   waiter: ExecutionWaiter | undefined, executionId: string, read: () => Promise<T | null>, waitMs: number, signal?: AbortSignal,
+  fromEnded?: (ended: Ended) => T,
 ): Promise<T | null> {
   const deadline = Date.now() + waitMs;
   const sub = waiter ? waiter.subscribe(executionId) : timerSubscription();
@@ -285,7 +312,7 @@ export async function awaitEnd<T extends { status: string }>(
     while (x && !isTerminal(x.status) && Date.now() < deadline && !signal?.aborted) {
       const more = await sub.next(deadline, signal);
       if (signal?.aborted) break;
-      x = await read();
+      x = sub.ended && fromEnded ? fromEnded(sub.ended) : await read();
       if (!more) break;
     }
     return x;

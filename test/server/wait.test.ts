@@ -23,6 +23,7 @@ import { startHarness, type Harness } from '../conformance/harness.js';
 import { startServer, type RunningServer } from '../../server/main.js';
 import { createLogger } from '../../common/logger.js';
 import type { ServerCore } from '../../server/core.js';
+import type { Ended } from '../../server/executions/waiters.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 
 let h: Harness;
@@ -127,6 +128,28 @@ describe('wait on the run routes and GET /api/execution/{id}', () => {
       // and the finished execution answers a wait at once
       const g = await api(h.url, 'GET', `/api/execution/${r.body.execution_id}?wait=60`);
       expect(g.body).toMatchObject({ status: 'completed', result: { value: 11 } });
+    }
+  }, 120_000);
+
+  it('hands the outcome of an execution that ended in this process to its waiters: the stored row, no read back', async () => {
+    const core = h.server.core as unknown as ServerCore;
+    const handed = new Map<string, Ended>();
+    const original = core.executions.onEnded;
+    expect(original).toBeTypeOf('function');
+    core.executions.onEnded = (id, ended) => {
+      handed.set(id, ended);
+      original!(id, ended);
+    };
+    try {
+      const r = await api(h.url, 'POST', '/api/run/playbook?wait=60', { path: 'wait/chain3', payload: { n: 1 } });
+      expect(r.body).toMatchObject({ status: 'completed', result: { value: 5 } });
+      const ended = handed.get(r.body.execution_id);
+      expect(ended).toBeDefined();
+      const g = await api(h.url, 'GET', `/api/execution/${r.body.execution_id}`);
+      expect(ended).toEqual({ status: g.body.status, result: g.body.result, error: g.body.error, finished_at: g.body.finished_at });
+      expect({ status: r.body.status, result: r.body.result, error: r.body.error, finished_at: r.body.finished_at }).toEqual(ended);
+    } finally {
+      core.executions.onEnded = original;
     }
   }, 120_000);
 
