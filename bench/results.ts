@@ -4,13 +4,13 @@
  * strings: bytes dominate) and `rows` (small objects with numbers and short strings: values
  * dominate, the shape of a query result). Prints, never asserts.
  *
- *   node dist/bench/results.js [--runs 3] [--sizes 5,30] [--only python,http,e2e] [--e2e-sizes 8,30] [--body-bytes N]
+ *   node dist/bench/results.js [--runs 3] [--sizes 5,30] [--only python,http,e2e] [--e2e-sizes 8,30] [--e2e-shapes strings,rows] [--body-bytes N]
  *
  * Each figure is wall ms and the CPU ms it took (this process; for python also the interpreter,
  * from /proc): on a shared machine the CPU figure moves less than the wall figure. The http body
  * is served by a child process, so its sending is not counted as the tool's.
  *
- * `e2e`: a one-step playbook whose python step returns N MB (strings shape), through the real
+ * `e2e`: a one-step playbook whose python step returns N MB (each shape), through the real
  * server (in this process), a worker process, JetStream and PostgreSQL (bench/support.ts): run
  * request (with `wait`, as `playflow run --wait`) → its answer with the result, with the server's and the worker's CPU. The result is reported to
  * the server (call.done), stored and folded into the execution. The server takes request bodies
@@ -34,6 +34,7 @@ const { values: args } = parseArgs({
     sizes: { type: 'string', default: '5,30' },
     only: { type: 'string', default: 'python,http,e2e' },
     'e2e-sizes': { type: 'string', default: '8,30' },
+    'e2e-shapes': { type: 'string', default: 'strings,rows' },
     'body-bytes': { type: 'string' },
   },
 });
@@ -138,18 +139,22 @@ workflow:
     tool:
       kind: python
       code: |
-        def main(mb):
+        def main(mb, shape):
+            if shape == "rows":
+                return [{"id": i, "name": "row %d" % i, "score": i + 0.5, "ok": i % 2 == 0} for i in range(round(float(mb) * 1e6 / 70))]
             return ["x" * 1000 for _ in range(int(mb) * 1000)]
-      args: { mb: "{{ workload.mb }}" }
+      args: { mb: "{{ workload.mb }}", shape: "{{ workload.shape }}" }
 `);
-    await runWaiting(stack.client, 'bench/big-result', { mb: 1 }); // warm-up
+    await runWaiting(stack.client, 'bench/big-result', { mb: 1, shape: 'strings' }); // warm-up
     for (let run = 0; run < RUNS; run++) {
-      for (const mb of args['e2e-sizes']!.split(',').map(Number)) {
-        const [c0, p0] = [stack.cpu(), await stack.pg.read()];
-        const r = await runWaiting(stack.client, 'bench/big-result', { mb });
-        const [c1, p1] = [stack.cpu(), await stack.pg.read()];
-        const how = r.status === 'completed' ? 'completed' : `${r.status} (${JSON.stringify(r.error ?? null).slice(0, 120)})`;
-        line(`e2e python step ${mb} MB → ${how}`, r.wall, { server: c1.server - c0.server, worker: c1.workers - c0.workers, postgres: stack.pg.since(p0, p1) });
+      for (const shape of args['e2e-shapes']!.split(',')) {
+        for (const mb of args['e2e-sizes']!.split(',').map(Number)) {
+          const [c0, p0] = [stack.cpu(), await stack.pg.read()];
+          const r = await runWaiting(stack.client, 'bench/big-result', { mb, shape });
+          const [c1, p1] = [stack.cpu(), await stack.pg.read()];
+          const how = r.status === 'completed' ? 'completed' : `${r.status} (${JSON.stringify(r.error ?? null).slice(0, 120)})`;
+          line(`e2e python step ${shape} ${mb} MB → ${how}`, r.wall, { server: c1.server - c0.server, worker: c1.workers - c0.workers, postgres: stack.pg.since(p0, p1) });
+        }
       }
     }
   } finally {

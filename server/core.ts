@@ -20,6 +20,7 @@ import { Outbox } from './executions/outbox.js';
 import { PgQueueService, PgRuntimeService } from './executions/queue-runtime.js';
 import { PgExecutionService } from './executions/service.js';
 import { ExecutionWaiters } from './executions/waiters.js';
+import { VALUES_BESIDE_FEATURE } from './executions/values-gate.js';
 import type { Db, ExecutionHooks, ServerDeps } from './services.js';
 import { PgCatalogService } from './store/catalog-service.js';
 import { migrate } from './store/migrate.js';
@@ -133,7 +134,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const executions = new PgExecutionService({
     db, engine: config.engine ?? defaultEngine, outbox, hooks, logger: log, snapshots: config.snapshots,
     snapshotEvery: config.snapshotEvery, snapshotGrowth: config.snapshotGrowth, stateCacheSize: config.stateCacheSize,
-    defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds,
+    defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds, serverName,
   });
   const admitter = new Admitter({
     db, logger: log, admit: (id) => executions.admit(id), limitOfCatalog: (id) => executions.concurrencyLimit(id),
@@ -178,7 +179,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
         log.warn({ err: String((err as Error)?.message ?? err) }, 'broker not ready at start; notifications wait for the sweeper');
       }
       await waiters.start();
-      await runtime.register({ kind: 'server', name: serverName, info: { server_url: config.serverUrl, pid: process.pid, broker: broker.kind } });
+      await runtime.register({ kind: 'server', name: serverName, info: { server_url: config.serverUrl, pid: process.pid, broker: broker.kind, features: [VALUES_BESIDE_FEATURE] } });
       if (config.sweeper !== false) sweeper.start();
       if (config.scheduler !== false) ticker.start();
       admitter.start();

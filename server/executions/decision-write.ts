@@ -26,6 +26,8 @@ export interface DecisionWriterDeps {
   snapshots: boolean;
   snapshotEvery: number;
   snapshotGrowth: number;
+  /** Whether the write may store large values beside their documents (values-gate.ts). */
+  valuesGate: { beside(): Promise<boolean> };
 }
 
 /** One write: the state after the decisions, what they appended and issued, and the rows they close. */
@@ -104,9 +106,10 @@ export class DecisionWriter {
     const spacing = Math.max(this.s.snapshotEvery, Math.floor(loaded.snapSeq * this.s.snapshotGrowth));
     const snapshot = this.s.snapshots && (terminal || seq - loaded.snapSeq >= spacing) ? { seq, state } : undefined;
     const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
+    const valuesBeside = await this.s.valuesGate.beside();
     const written = await writeDecision(client, {
       executionId: id, firstSeq: loaded.seq + 1, events, commands: c.commands, nowMs: c.now,
-      closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases,
+      closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases, valuesBeside,
       // the same map before and after (REUSE_STEPS): only the engine's names tell what changed
       stepsChanged: touchedSteps(loaded.row.steps, execution.steps, c.touched) ??
         (loaded.row.steps === execution.steps ? undefined : changedSteps(loaded.row.steps, execution.steps)),

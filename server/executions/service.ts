@@ -38,6 +38,7 @@ import type { QueueRow } from '../store/queue.js';
 import { iso, parseId } from '../store/sql.js';
 import type { Outbox } from './outbox.js';
 import type { Ended } from './waiters.js';
+import { ValuesGate } from './values-gate.js';
 import { Lru } from './lru.js';
 import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
 import { Children } from './children.js';
@@ -85,6 +86,8 @@ export interface ExecutionServiceOptions {
   /** Called after an execution was stored waiting for a concurrency slot (the admitter's kick). */
   onWaiting?: () => void;
   random?: () => number;
+  /** This server's runtime name (values-gate.ts leaves its own registration out). */
+  serverName?: string;
 }
 
 /**
@@ -128,6 +131,8 @@ export class PgExecutionService implements ExecutionService {
   private readonly random: () => number;
   /** Set by the core to its admitter's kick (server/executions/limits.ts). */
   onWaiting?: () => void;
+  /** Whether writes may store large values beside their documents (rolling upgrades; values-gate.ts). */
+  readonly valuesGate: ValuesGate;
   /** Set by the core: after the commit that ended an execution, its outcome to this process's waiters. */
   onEnded?: (executionId: string, ended: Ended) => void;
   /** Per execution with a group commit running: the requests waiting for the next one. */
@@ -183,8 +188,10 @@ export class PgExecutionService implements ExecutionService {
       applyLoaded: (client, ctx, loaded, event) => this.applyLoaded(client, ctx, loaded, event),
       cancel: (executionId) => this.cancel(executionId),
     });
+    this.valuesGate = new ValuesGate(this.db, { self: o.serverName ?? '' });
     this.writer = new DecisionWriter({
       hooks: this.hooks, children: this.children, snapshots: this.snapshots, snapshotEvery: this.snapshotEvery, snapshotGrowth: this.snapshotGrowth,
+      valuesGate: this.valuesGate,
     });
     this.batchDeps = {
       hooks: this.hooks,

@@ -12,6 +12,12 @@
  * execution row: a write upserts only the summaries it changed, so its cost does not grow with the
  * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
  * upserting the others touch disjoint rows.
+ *
+ * A large value the write holds several times crosses once (store/shared-values.ts). With
+ * `valuesBeside` (migration 280) it is stored beside the documents: in the `value` column of the
+ * first event holding it, in a summary's `result_value` and in `execution_snapshot_value`, copies
+ * of the parsed parameter; otherwise jsonb_set puts it inside each, which rebuilds the value every
+ * time (what servers of the previous version read).
  */
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
@@ -53,6 +59,11 @@ export interface DecisionWrite {
   snapshot?: { seq: number; state: unknown };
   /** New commands inserted leased (attempt 1) instead of queued, by command id. */
   leases?: Map<number, EagerLease>;
+  /**
+   * Store shared values beside the documents (migration 280) instead of inside them; only while
+   * every live server reads that layout (server/executions/values-gate.ts). Default false.
+   */
+  valuesBeside?: boolean;
 }
 
 export interface DecisionWritten {
@@ -67,8 +78,12 @@ export interface DecisionWritten {
 const SQL = `
 WITH ev AS (
   INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
-  SELECT $1, e.seq, e.name, e.step, e.command_id, COALESCE(e.payload, '{}'::jsonb), e.share_path,
-         CASE WHEN e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END, e.value_seq
+  SELECT $1, e.seq, e.name, e.step, e.command_id,
+         CASE WHEN e.share_path IS NULL OR $17::boolean THEN COALESCE(e.payload, '{}'::jsonb)
+              ELSE jsonb_set(e.payload, e.share_path, $13::jsonb -> e.share_idx) END,
+         CASE WHEN $17::boolean THEN e.share_path END,
+         CASE WHEN $17::boolean AND e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END,
+         CASE WHEN $17::boolean THEN e.value_seq END
     FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
                                             share_path text[], share_idx integer, value_seq integer)
    ORDER BY e.seq
@@ -93,21 +108,25 @@ WITH ev AS (
   RETURNING queue.status
 ), snap AS (
   INSERT INTO execution_snapshot (execution_id, seq, state)
-  SELECT $1, $10::integer,
-         CASE WHEN $18::text[] IS NULL THEN s1.state ELSE jsonb_set(s1.state, $18::text[], $13::jsonb -> $19::integer) END
-    FROM (SELECT CASE WHEN $16::text[] IS NULL THEN $11::jsonb
-                      ELSE jsonb_set($11::jsonb, $16::text[], $13::jsonb -> $17::integer) END AS state) AS s1
-   WHERE $10::integer IS NOT NULL
+  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL
   ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
+), snap_gone AS (
+  DELETE FROM execution_snapshot_value v WHERE v.execution_id = $1 AND $10::integer IS NOT NULL AND NOT ($16::jsonb ? v.path)
+), snap_values AS (
+  INSERT INTO execution_snapshot_value (execution_id, path, value)
+  SELECT $1, v.key, $13::jsonb -> (v.value #>> '{}')::integer FROM jsonb_each($16::jsonb) AS v WHERE $10::integer IS NOT NULL
+  ON CONFLICT (execution_id, path) DO UPDATE SET value = EXCLUDED.value
 ), st_gone AS (
   DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step)
 ), st AS (
-  INSERT INTO execution_step (execution_id, step, summary)
-  SELECT $1, s.key, CASE WHEN $15::jsonb ? s.key THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer)
-                         ELSE s.value END
+  INSERT INTO execution_step (execution_id, step, summary, result_value)
+  SELECT $1, s.key,
+         CASE WHEN $15::jsonb ? s.key AND NOT $17::boolean
+              THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer) ELSE s.value END,
+         CASE WHEN $15::jsonb ? s.key AND $17::boolean THEN $13::jsonb -> ($15::jsonb ->> s.key)::integer END
     FROM jsonb_each($8::jsonb) AS s
-  ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary
-   WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary
+  ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary, result_value = EXCLUDED.result_value
+   WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary OR execution_step.result_value IS DISTINCT FROM EXCLUDED.result_value
 ), up AS (
   UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
          updated_at = now(),
@@ -167,35 +186,37 @@ function noteAll(shared: SharedValues, w: DecisionWrite, steps: Record<string, S
 }
 
 /**
- * The snapshot's state with up to two shared values taken out (the SQL has two jsonb_set slots:
- * the last step's result and the execution's, the case of an execution ending); the rest inline.
+ * The snapshot's state with its shared values taken out, to be stored beside it by their path
+ * (`execution_snapshot_value`): the execution's result and its steps' results. Without `beside`
+ * the whole state goes inline.
  */
-function snapshotParams(shared: SharedValues, state: StateLike) {
-  const slots: Array<{ path: string[]; idx: number }> = [];
+function snapshotParams(shared: SharedValues, state: StateLike, beside: boolean) {
+  const values: Record<string, number> = {};
+  if (!beside) return { state: JSON.stringify(state), values };
   let out = state;
   const top = shared.ref(state.result);
   if (top !== undefined) {
-    slots.push({ path: ['result'], idx: top });
+    values[JSON.stringify(['result'])] = top;
     out = without(out, 'result');
   }
   for (const name in state.steps ?? {}) {
-    if (slots.length === 2) break;
     const idx = shared.ref(state.steps![name]!.result);
     if (idx === undefined) continue;
-    slots.push({ path: ['steps', name, 'result'], idx });
+    values[JSON.stringify(['steps', name, 'result'])] = idx;
     out = { ...out, steps: { ...out.steps, [name]: without(state.steps![name]!, 'result') } };
   }
-  return { state: JSON.stringify(out), slots };
+  return { state: JSON.stringify(out), values };
 }
 
 export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<DecisionWritten> {
   const { atInsert, updates } = mergeCloses(w.commands, w.closes);
+  const beside = w.valuesBeside ?? false;
   const x = w.execution;
   const steps = w.stepsChanged ?? x.steps;
   const snapState = w.snapshot?.state as StateLike | undefined;
   const shared = new SharedValues();
   noteAll(shared, w, steps, snapState);
-  // the first event holding a shared value stores it (its `value` column), the later ones name it
+  // beside: the first event holding a shared value stores it (its `value` column), the later ones name it
   const holder = new Map<number, number>();
   const events = w.events.map((e, i) => {
     const seq = w.firstSeq + i;
@@ -203,7 +224,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     let share_path: string[] | null = null;
     let share_idx: number | null = null;
     let value_seq: number | null = null;
-    // one shared value per event (one value column); a second one goes inline
+    // one shared value per event (one value column or jsonb_set); a second one goes inline
     for (const path of RESULT_PATHS) {
       const idx = shared.ref(getPath(payload, path));
       if (idx === undefined) continue;
@@ -226,7 +247,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     if (sentSteps === steps) sentSteps = { ...steps };
     sentSteps[name] = without(steps[name]!, 'result');
   }
-  const snap = snapState ? snapshotParams(shared, snapState) : undefined;
+  const snap = snapState ? snapshotParams(shared, snapState, beside) : undefined;
   const commands = w.commands.map((c) => ({
     command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
     // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
@@ -234,7 +255,6 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     status: atInsert.get(c.command_id) ?? null,
     ...leaseOf(w.leases?.get(c.command_id)),
   }));
-  const slot = (i: number) => [snap?.slots[i]?.path ?? null, snap?.slots[i]?.idx ?? null];
   const { rows } = await q.query<{ updated_at: Date; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
     name: 'playflow.write_decision',
     text: SQL,
@@ -243,7 +263,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
       x.status, x.result === null || resultIdx !== undefined ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error),
       JSON.stringify(sentSteps), x.terminal,
       w.snapshot ? w.snapshot.seq : null, snap ? snap.state : null, w.stepsChanged !== undefined,
-      shared.param(), resultIdx ?? null, JSON.stringify(stepShares), ...slot(0), ...slot(1),
+      shared.param(), resultIdx ?? null, JSON.stringify(stepShares), JSON.stringify(snap?.values ?? {}), beside,
     ],
   });
   const r = rows[0];

@@ -90,16 +90,23 @@ export async function listWhere(q: Queryable, executionId: string, f: { after: n
 }
 
 export async function loadSnapshot<S>(q: Queryable, executionId: string): Promise<{ seq: number; state: S } | null> {
-  // execution_state: written by the previous version (flat loop lists), still read; the newer wins
-  const { rows } = await q.query<{ seq: number; state: S }>(
-    `SELECT seq, state FROM execution_snapshot WHERE execution_id = $1
-     UNION ALL SELECT seq, state FROM execution_state WHERE execution_id = $1
+  // execution_state: written by an older version (flat loop lists), still read; the newer wins
+  const { rows } = await q.query<{ seq: number; state: S; current: boolean }>(
+    `SELECT seq, state, true AS current FROM execution_snapshot WHERE execution_id = $1
+     UNION ALL SELECT seq, state, false FROM execution_state WHERE execution_id = $1
      ORDER BY seq DESC LIMIT 1`, [executionId]);
-  return rows[0] ?? null;
+  const snap = rows[0];
+  if (!snap) return null;
+  if (snap.current) {
+    // the values stored beside it (migration 280) go back in, by their path in the state
+    const values = await q.query<{ path: string; value: Json }>('SELECT path, value FROM execution_snapshot_value WHERE execution_id = $1', [executionId]);
+    for (const v of values.rows) placed(snap.state as JsonObject, JSON.parse(v.path) as string[], v.value);
+  }
+  return { seq: snap.seq, state: snap.state };
 }
 
 export async function dropSnapshot(q: Queryable, executionId?: string): Promise<void> {
-  for (const table of ['execution_snapshot', 'execution_state']) {
+  for (const table of ['execution_snapshot', 'execution_snapshot_value', 'execution_state']) {
     if (executionId === undefined) await q.query(`DELETE FROM ${table}`);
     else await q.query(`DELETE FROM ${table} WHERE execution_id = $1`, [executionId]);
   }

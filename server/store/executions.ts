@@ -73,12 +73,15 @@ export function toRecord(r: ExecutionRow): ExecutionRecord {
  * to `steps` by `current()`: the row's own `steps` column is what servers of the previous version
  * write during a rolling upgrade, never read here.
  */
-type RowWithSteps = ExecutionRow & { steps_now?: Record<string, StepSummary> };
+type RowWithSteps = ExecutionRow & { steps_now?: Record<string, StepSummary>; steps_results?: Record<string, Json> | null };
 
 function current<R extends RowWithSteps | undefined>(r: R): R {
   if (r) {
     r.steps = r.steps_now ?? {};
+    // results stored beside their summaries (migration 280) go back in
+    for (const step in r.steps_results ?? {}) if (r.steps[step]) r.steps[step].result = r.steps_results![step]!;
     delete r.steps_now;
+    delete r.steps_results;
   }
   return r;
 }
@@ -89,7 +92,8 @@ function current<R extends RowWithSteps | undefined>(r: R): R {
  * both types alike. The ORDER BY keeps the key order jsonb gave (shorter keys first, then bytes).
  */
 function stepsOf(alias: string): string {
-  return `COALESCE((SELECT json_object_agg(s.step, s.summary ORDER BY length(s.step), s.step COLLATE "C") FROM execution_step s WHERE s.execution_id = ${alias}.execution_id), '{}'::json) AS steps_now`;
+  return `COALESCE((SELECT json_object_agg(s.step, s.summary ORDER BY length(s.step), s.step COLLATE "C") FROM execution_step s WHERE s.execution_id = ${alias}.execution_id), '{}'::json) AS steps_now,
+          (SELECT json_object_agg(s.step, s.result_value) FROM execution_step s WHERE s.execution_id = ${alias}.execution_id AND s.result_value IS NOT NULL) AS steps_results`;
 }
 
 /**

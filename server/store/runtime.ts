@@ -22,3 +22,15 @@ export async function list(q: Queryable): Promise<Array<RuntimeRegistration & { 
     'SELECT kind, name, info, registered_at, last_heartbeat FROM runtime ORDER BY kind, name');
   return rows.map((r) => ({ kind: r.kind, name: r.name, info: r.info, registered_at: iso(r.registered_at)!, last_heartbeat: iso(r.last_heartbeat)! }));
 }
+
+/**
+ * Servers other than `self` that heartbeat within the last `seconds` and whose registration does
+ * not list `feature` in `info.features` (servers of a version without it).
+ */
+export async function liveServersWithout(q: Queryable, feature: string, seconds: number, self: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM runtime
+      WHERE kind = 'server' AND name <> $3 AND last_heartbeat > now() - make_interval(secs => $2)
+        AND NOT coalesce(info->'features' ? $1, false)`, [feature, seconds, self]);
+  return Number(rows[0]?.n ?? 0);
+}
