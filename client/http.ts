@@ -10,6 +10,7 @@
  * IDs are accepted as string, number or bigint and always sent as decimal strings.
  */
 import { redactUrl } from '../common/redact-url.js';
+import { stringifyJson } from '../common/raw-json.js';
 import type {
   CatalogEntryView, CatalogVersionsView, ResourceOwner, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
   ExecutionList, ExecutionStatusName, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
@@ -359,12 +360,13 @@ export class PlayflowClient {
  * ~230–360 ms instead of ~130–210 ms, measured), and only a bigint needs it — JSON.stringify throws
  * a TypeError then, and the replacer runs.
  */
+/** A RawJson in the body (a large tool result a worker forwards) goes as its text. */
 function stringifyBody(body: unknown): string {
   try {
-    return JSON.stringify(body);
+    return stringifyJson(body);
   } catch (err) {
     if (!(err instanceof TypeError)) throw err;
-    return JSON.stringify(body, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
+    return stringifyJson(body, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
   }
 }
 

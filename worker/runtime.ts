@@ -31,6 +31,7 @@ import type { ClaimedCommand, ClaimNextRequest, CommandNotification, WorkerEvent
 import { SecretsClient, type CredentialLease } from '../client/secrets.js';
 import { createAuthResolver, leaseOf } from './auth.js';
 import { redactUrlsIn } from '../common/redact-url.js';
+import { RawJson, stringifyJson } from '../common/raw-json.js';
 import { createKeychainPreparer } from './keychain.js';
 import { createSecretTool } from './tools/secret.js';
 import { DEFAULT_POOL, type Json, type JsonObject, type Tool } from '../playbook/types.js';
@@ -559,7 +560,9 @@ export class WorkerRuntime {
       worker_id: this.workerId,
       ...(log ? { log } : {}),
     };
-    const payload: JsonObject = outcome.error ? { error: outcome.error as unknown as JsonObject, meta } : { response: outcome.response as Json, meta };
+    // a response still in JSON text is sent as it is (common/raw-json.ts), never parsed here
+    const response = outcome.responseJson !== undefined ? new RawJson(outcome.responseJson) as unknown as Json : outcome.response as Json;
+    const payload: JsonObject = outcome.error ? { error: outcome.error as unknown as JsonObject, meta } : { response, meta };
     const event = {
       execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: this.workerId, lease_token: cmd.lease_token, payload,
     } satisfies WorkerEvent;
@@ -586,7 +589,7 @@ export class WorkerRuntime {
           if (err instanceof ApiError && !isTransient(err) && !refusedBefore) {
             // The server will not take this result (too large, invalid…): the call fails with that
             // reason rather than the command staying leased until it expires and runs again.
-            const size = Buffer.byteLength(JSON.stringify(event.payload));
+            const size = Buffer.byteLength(stringifyJson(event.payload));
             const tooLarge = err.status === 413;
             this.log.warn({ ...where, status: err.status, bytes: size, err: err.message }, 'call.done refused by the server; reporting it as the call\'s error');
             event.payload = {

@@ -13,6 +13,8 @@ import { createSecretsServices } from '../../server/secrets/index.js';
 import { SecretsClient } from '../../client/secrets.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { WorkerRuntime, type WorkerClient } from '../../worker/runtime.js';
+import { RawJson } from '../../common/raw-json.js';
+import { RAW_RESULT_MIN_CHARS } from '../../worker/python/pool.js';
 import { json, startHttpServer, type LocalServer } from '../../worker/testing/helpers.js';
 
 let tdb: TestDatabase;
@@ -183,6 +185,13 @@ metadata: { name: huge, path: w/huge }
 workflow:
   - step: start
     tool: { kind: python, code: "result = 'x' * 11000000" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: big, path: w/big }
+workflow:
+  - step: start
+    tool: { kind: python, code: "result = [{'id': i, 'name': 'row %d' % i} for i in range(60000)]" }
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
@@ -360,6 +369,30 @@ describe('worker runtime against the real server', () => {
       expect(calls).toHaveLength(1);
       expect((calls[0].payload as any).error).toMatchObject({ status: 404, code: 'not_found' });
       expect((calls[0].payload as any).error.message).toContain('w/does-not-exist');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a large python result goes to the server as the JSON text the interpreter wrote, never parsed in the worker, and arrives whole', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const sent: unknown[] = [];
+    const client: WorkerClient = { ...recordingClient(c).client, sendEvents: (e, o) => {
+      for (const ev of Array.isArray(e) ? e : [e]) sent.push((ev.payload as { response?: unknown }).response);
+      return c.sendEvents(e, o);
+    } };
+    const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-big', python: { size: 1 } });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/big', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status, JSON.stringify(done.error)).toBe('completed');
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toBeInstanceOf(RawJson);
+      expect((sent[0] as RawJson).text.length).toBeGreaterThan(RAW_RESULT_MIN_CHARS);
+      const rows = done.result as Array<{ id: number; name: string }>;
+      expect(rows).toHaveLength(60000);
+      expect(rows[59999]).toEqual({ id: 59999, name: 'row 59999' });
     } finally {
       await rt.stop();
     }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { PythonPool } from './pool.js';
+import { PythonPool, RAW_RESULT_MIN_CHARS } from './pool.js';
 
 const pid = 'import os\ndef main():\n    return os.getpid()';
 
@@ -22,6 +22,32 @@ describe('PythonPool', () => {
       expect(c.result).not.toBe(a.result);
     }
     await pool.close();
+  });
+
+  it('a large answer keeps its result as the JSON text the interpreter wrote; small ones are parsed', async () => {
+    const pool = new PythonPool({ size: 1 });
+    await pool.start();
+    try {
+      // a result whose own keys include "log", and a log: only the runner's log key ends the result
+      const code = 'print("hello, \\"log\\": there")\nresult = {"log": "x" * 10, "rows": [{"id": i, "log": ", \\"log\\": "} for i in range(40000)]}';
+      const r = await pool.call({ code });
+      expect(r.ok).toBe(true);
+      if (!r.ok) return;
+      expect(r.resultJson).toBeDefined();
+      expect(r.resultJson!.length).toBeGreaterThanOrEqual(RAW_RESULT_MIN_CHARS);
+      expect(r.resultJson!.startsWith('{"log": "xxxxxxxxxx", "rows": [{"id": 0')).toBe(true);
+      expect(r.log).toBe('hello, "log": there\n');
+      // read, it is the value
+      const value = r.result as { log: string; rows: Array<{ id: number; log: string }> };
+      expect(value.log).toBe('x'.repeat(10));
+      expect(value.rows).toHaveLength(40000);
+      expect(value.rows[39999]).toEqual({ id: 39999, log: ', "log": ' });
+      const small = await pool.call({ code: 'result = {"a": 1}' });
+      expect(small.ok && small.resultJson).toBeFalsy();
+      expect(small.ok && small.result).toEqual({ a: 1 });
+    } finally {
+      await pool.close();
+    }
   });
 
   it('a python binary that cannot start is a clear failure, not a hang', async () => {

@@ -42,8 +42,43 @@ export interface PythonRequest {
 }
 
 export type PythonResult =
-  | { ok: true; result: Json; log: string; pid: number }
+  /** `resultJson`: the result's JSON text, for a large answer (RAW_RESULT_MIN_CHARS); `result` is parsed from it on first use. */
+  | { ok: true; result: Json; resultJson?: string; log: string; pid: number }
   | { ok: false; error: { type: string; message: string; code: string; traceback: string | null }; log: string; pid?: number };
+
+/**
+ * An answer at least this long keeps its result as JSON text (`resultJson`): the worker forwards
+ * it to the server without parsing and serialising it again (common/raw-json.ts).
+ */
+export const RAW_RESULT_MIN_CHARS = 1024 * 1024;
+
+/**
+ * A success line as runner.py writes it, `{"id": <n>, "ok": true, "result": <text>, "log": "<…>"}`,
+ * split without parsing the result; undefined for any other line. The log is a JSON string, in
+ * which `"` is always escaped, so the last `, "log": ` is the runner's own.
+ */
+function splitResultLine(line: string): { id: number; ok: true; resultJson: string; log: string } | undefined {
+  const head = /^\{"id": (\d+), "ok": true, "result": /.exec(line.slice(0, 64));
+  if (!head || !line.endsWith('}')) return undefined;
+  const at = line.lastIndexOf(', "log": ');
+  if (at <= head[0].length) return undefined;
+  let log: unknown;
+  try {
+    log = JSON.parse(line.slice(at + ', "log": '.length, -1));
+  } catch {
+    return undefined;
+  }
+  if (typeof log !== 'string') return undefined;
+  return { id: Number(head[1]), ok: true, resultJson: line.slice(head[0].length, at), log };
+}
+
+/** A success whose result is parsed from its JSON text only when read. */
+function okJson(resultJson: string, log: string | undefined, pid: number): PythonResult {
+  let parsed: Json | undefined;
+  const out = { ok: true as const, resultJson, log: log ?? '', pid } as PythonResult & { ok: true };
+  Object.defineProperty(out, 'result', { enumerable: true, get: () => (parsed ??= JSON.parse(resultJson) as Json) });
+  return out;
+}
 
 function runnerPath(): string {
   const here = dirname(fileURLToPath(import.meta.url));
@@ -182,9 +217,9 @@ class Interpreter {
 
   private onLine(line: string): void {
     if (!line.trim()) return;
-    let msg: any;
+    let msg: any = line.length >= RAW_RESULT_MIN_CHARS ? splitResultLine(line) : undefined;
     try {
-      msg = JSON.parse(line);
+      msg ??= JSON.parse(line);
     } catch {
       return;
     }
@@ -198,7 +233,8 @@ class Interpreter {
     if (!p || msg.id !== p.id) return;
     this.pending = null;
     p.cleanup();
-    if (msg.ok) p.resolve({ ok: true, result: msg.result as Json, log: msg.log ?? '', pid: this.pid! });
+    if (msg.ok && typeof msg.resultJson === 'string') p.resolve(okJson(msg.resultJson, msg.log, this.pid!));
+    else if (msg.ok) p.resolve({ ok: true, result: msg.result as Json, log: msg.log ?? '', pid: this.pid! });
     else {
       if (msg.recycle) this.kill();
       p.resolve({ ok: false, error: msg.error, log: msg.log ?? '', pid: this.pid });

@@ -13,7 +13,7 @@ import { PythonPool, type PythonPoolOptions } from '../python/pool.js';
 import { isObject } from './json.js';
 import { timeoutMs } from './http.js';
 import { withScript } from './script.js';
-import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
+import { ToolConfigError, fail, ok, okJson, type ToolContext, type ToolOutcome } from './types.js';
 
 export const DEFAULT_PYTHON_TIMEOUT_S = 300;
 
@@ -72,7 +72,8 @@ export async function runPython(given: Tool, ctx: ToolContext): Promise<ToolOutc
     { timeoutMs: timeoutMs(tool.timeout, DEFAULT_PYTHON_TIMEOUT_S), signal: ctx.signal },
   );
   const log = r.log || undefined;
-  if (r.ok) return ok(r.result, log);
+  // a large result stays JSON text: the worker forwards it as it is (common/raw-json.ts)
+  if (r.ok) return r.resultJson !== undefined ? okJson(r.resultJson, log) : ok(r.result, log);
   const e = r.error;
   const message = e.code === 'python_error' ? `${e.type}: ${e.message}` : e.message;
   return fail(message, { code: e.code, data: { type: e.type, traceback: e.traceback } }, log);

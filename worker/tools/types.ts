@@ -19,8 +19,12 @@ export interface ToolErrorBody {
 }
 
 export type ToolOutcome =
-  | { response: Json; log?: string; error?: undefined }
-  | { error: ToolErrorBody; log?: string; response?: undefined };
+  /**
+   * `responseJson`: the response as the JSON text the tool received, when it is large and the
+   * worker only forwards it (python); `response` is then parsed from it on first use.
+   */
+  | { response: Json; responseJson?: string; log?: string; error?: undefined }
+  | { error: ToolErrorBody; log?: string; response?: undefined; responseJson?: undefined };
 
 /** Decrypted credential data (fields as stored, e.g. `db_host`, `access_token`, `api_key`). */
 export type AuthData = JsonObject;
@@ -64,6 +68,14 @@ export function fail(message: string, extra: Omit<ToolErrorBody, 'message'> = {}
 
 export function ok(response: Json, log?: string): ToolOutcome {
   return log === undefined ? { response } : { response, log };
+}
+
+/** A success whose response stays JSON text until something reads `response` (see ToolOutcome). */
+export function okJson(responseJson: string, log?: string): ToolOutcome {
+  let parsed: Json | undefined;
+  const out = { responseJson, ...(log === undefined ? {} : { log }) } as ToolOutcome & { responseJson: string };
+  Object.defineProperty(out, 'response', { enumerable: true, get: () => (parsed ??= JSON.parse(responseJson) as Json) });
+  return out;
 }
 
 /** Thrown inside a tool for a bad tool configuration; `runTool` turns it into an error outcome. */
