@@ -21,14 +21,24 @@ interface EventRow {
   value_seq: number | null;
 }
 
+/** An own property, whatever the key (a step may be named `__proto__`). */
+function setOwn(o: JsonObject, key: string, value: Json): void {
+  Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
 /** `payload` with `value` put back at `path` (the payload was stored without it). */
-function placed(payload: JsonObject, path: string[], value: Json): JsonObject {
+export function placed(payload: JsonObject, path: string[], value: Json): JsonObject {
   let at = payload;
   for (const key of path.slice(0, -1)) {
-    const next = at[key];
-    at = (at[key] = typeof next === 'object' && next !== null && !Array.isArray(next) ? next : {}) as JsonObject;
+    const next = Object.hasOwn(at, key) ? at[key] : undefined;
+    if (typeof next === 'object' && next !== null && !Array.isArray(next)) at = next;
+    else {
+      const fresh: JsonObject = {};
+      setOwn(at, key, fresh);
+      at = fresh;
+    }
   }
-  at[path[path.length - 1]!] = value;
+  setOwn(at, path[path.length - 1]!, value);
   return payload;
 }
 
