@@ -52,3 +52,23 @@ export function stringifyJson(value: unknown, replacer?: (key: string, value: un
   }
   return out;
 }
+
+/**
+ * Defines `key` on `target` as the value parsed from `text`, parsed on first read and kept: a
+ * large tool result the worker forwards as text is never parsed unless someone reads it.
+ */
+export function parsedOnRead<T extends object>(target: T, key: string, text: string): T {
+  let parsed: unknown;
+  let done = false;
+  Object.defineProperty(target, key, {
+    enumerable: true,
+    get: () => {
+      if (!done) {
+        parsed = JSON.parse(text);
+        done = true;
+      }
+      return parsed;
+    },
+  });
+  return target;
+}

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Json, JsonObject } from '../../playbook/types.js';
+import { parsedOnRead } from '../../common/raw-json.js';
 
 export interface PythonPoolOptions {
   /** Warm interpreters kept ready. Default 2. */
@@ -74,10 +75,7 @@ function splitResultLine(line: string): { id: number; ok: true; resultJson: stri
 
 /** A success whose result is parsed from its JSON text only when read. */
 function okJson(resultJson: string, log: string | undefined, pid: number): PythonResult {
-  let parsed: Json | undefined;
-  const out = { ok: true as const, resultJson, log: log ?? '', pid } as PythonResult & { ok: true };
-  Object.defineProperty(out, 'result', { enumerable: true, get: () => (parsed ??= JSON.parse(resultJson) as Json) });
-  return out;
+  return parsedOnRead({ ok: true as const, resultJson, log: log ?? '', pid }, 'result', resultJson) as PythonResult;
 }
 
 function runnerPath(): string {

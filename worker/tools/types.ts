@@ -6,6 +6,7 @@
  */
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { type Logger } from '../../common/logger.js';
+import { parsedOnRead } from '../../common/raw-json.js';
 
 export type { Json, JsonObject, Tool };
 
@@ -72,10 +73,7 @@ export function ok(response: Json, log?: string): ToolOutcome {
 
 /** A success whose response stays JSON text until something reads `response` (see ToolOutcome). */
 export function okJson(responseJson: string, log?: string): ToolOutcome {
-  let parsed: Json | undefined;
-  const out = { responseJson, ...(log === undefined ? {} : { log }) } as ToolOutcome & { responseJson: string };
-  Object.defineProperty(out, 'response', { enumerable: true, get: () => (parsed ??= JSON.parse(responseJson) as Json) });
-  return out;
+  return parsedOnRead({ responseJson, ...(log === undefined ? {} : { log }) }, 'response', responseJson) as ToolOutcome;
 }
 
 /** Thrown inside a tool for a bad tool configuration; `runTool` turns it into an error outcome. */
