@@ -12,8 +12,9 @@
  *
  * `e2e`: a one-step playbook whose python step returns N MB (each shape), through the real
  * server (in this process), a worker process, JetStream and PostgreSQL (bench/support.ts): run
- * request (with `wait`, as `playflow run --wait`) → its answer with the result, with the server's and the worker's CPU. The result is reported to
- * the server (call.done), stored and folded into the execution. The server takes request bodies
+ * request (with `wait`, as `playflow run --wait`) → its answer with the result, with the
+ * server's and the worker's CPU. The result is reported to the server (call.done), stored and
+ * folded into the execution. The server takes request bodies
  * up to PLAYFLOW_MAX_BODY_BYTES (10 MiB by default): a larger result ends the step `too_large`;
  * `--body-bytes N` starts the server with N instead.
  */

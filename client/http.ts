@@ -358,9 +358,9 @@ export class PlayflowClient {
  * A request body as JSON, bigint values as strings. Without a replacer first: a replacer function
  * is called for every value (30 MB of small objects, a worker's call.done with a query-like result:
  * ~230–360 ms instead of ~130–210 ms, measured), and only a bigint needs it — JSON.stringify throws
- * a TypeError then, and the replacer runs.
+ * a TypeError then, and the replacer runs. A RawJson in the body (a large tool result a worker
+ * forwards) goes as its text (common/raw-json.ts).
  */
-/** A RawJson in the body (a large tool result a worker forwards) goes as its text. */
 function stringifyBody(body: unknown): string {
   try {
     return stringifyJson(body);

@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app/index.js';
-import { trackConnections } from './app/connections.js';
+import { trackConnections, type ConnectionTracker } from './app/connections.js';
 import { checkExposure, describeConfig, loadConfig, type ServerConfig } from './config.js';
 import { createSqlReader } from './store/sql-reader.js';
 import { setTemplateLimits } from '../playbook/template/budget.js';
@@ -116,7 +116,7 @@ export async function startServer(opts: StartOptions = {}): Promise<RunningServe
   }
 
   let address: string;
-  let connections: ReturnType<typeof trackConnections> | undefined;
+  let connections: ConnectionTracker | undefined;
   try {
     address = await app.listen({ port: config.port, host: config.host });
     connections = trackConnections(app.server);

@@ -403,7 +403,7 @@ export async function startEmbeddedDb(dataDir: string, opts: EmbeddedDbOptions =
     persistent: true,
     // Running as root (containers, CI) needs a separate OS user for postgres.
     createPostgresUser: isRoot(),
-    postgresFlags: POSTGRES_FLAGS,
+    // no postgresFlags: only its start() reads them, and startPostmaster starts the server
     onLog: record,
     onError: record,
   });

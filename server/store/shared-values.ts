@@ -8,14 +8,15 @@
  * machine, so a 30 MB result cost seconds per copy (bench/results.ts e2e). A value that occurs at
  * least twice (the same object, or an equal long string) and whose JSON is at least
  * SHARE_MIN_CHARS long is sent once, as an element of one jsonb array parameter that PostgreSQL
- * parses once at bind, and put in place with `->` and `jsonb_set`, which copy the parsed value
- * instead of parsing text. What is stored is exactly what the inline write stores.
+ * parses once at bind. store/decision.ts stores it beside the documents (migration 280) or, while
+ * a server of the previous version is live, puts it inside them with `jsonb_set`; either way what
+ * the readers return is what the inline write stored.
  *
  * Below the threshold everything goes inline as before: a step's small result costs one extra
  * JSON.stringify here, and the SQL takes the inline branch.
  */
 
-/** Values whose JSON is shorter are sent inline (sharing them would not pay for the jsonb_set). */
+/** Values whose JSON is shorter are sent inline (sharing them would not pay for itself). */
 export const SHARE_MIN_CHARS = 16 * 1024;
 
 const candidate = (v: unknown): boolean =>
