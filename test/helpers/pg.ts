@@ -12,7 +12,8 @@ export interface TestDatabase {
 
 /**
  * A fresh database per suite, so suites run in parallel without seeing each other's rows.
- * Dropped with FORCE so a leaked pool connection cannot block the clean-up.
+ * Dropped with FORCE so a leaked pool connection cannot block the clean-up (after the sessions
+ * already closing have gone).
  */
 export async function createTestDatabase(prefix = 'pf'): Promise<TestDatabase> {
   const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`.toLowerCase();
@@ -32,6 +33,13 @@ export async function createTestDatabase(prefix = 'pf'): Promise<TestDatabase> {
       const c = new pg.Client({ connectionString: ADMIN_URL });
       await c.connect();
       try {
+        // pool.end() resolves once its clients have sent Terminate, before their backends exit: a
+        // FORCE that signals such a backend sends a FATAL to a socket its client is still reading,
+        // an uncaught error in the suite. So the sessions closing anyway are given time to go.
+        for (const until = Date.now() + 2000; Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
+          const { rows } = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+          if (rows[0].n === 0) break;
+        }
         await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       } finally {
         await c.end();
