@@ -18,7 +18,7 @@ import type { StepCounts } from './store/events.js';
 import type { ScheduleService } from './schedules/service.js';
 import type { HookService } from './hooks/service.js';
 import type { ExecutionOrigin } from './store/executions.js';
-import type { Db } from './db.js';
+import type { Db, SessionStatement } from './db.js';
 import type { ExecutionWaiter } from './executions/waiters.js';
 export type { Db };
 
@@ -159,10 +159,11 @@ export interface ExecutionHooks {
   loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject>;
   /**
    * loadVars as one statement without parameters (the id is a checked decimal, inlined), answering
-   * rows `{var_name, var_value}`: the service sends it with the transaction's BEGIN instead of
-   * spending a round trip on it. Optional; without it loadVars is called.
+   * rows `{var_name, var_value}`, and the session statements it EXECUTEs (db.ts): the service sends
+   * it with the transaction's BEGIN instead of spending a round trip on it. Optional; without it
+   * loadVars is called.
    */
-  loadVarsSql?(executionId: string): string;
+  loadVarsSql?(executionId: string): { sql: string; prepare: readonly SessionStatement[] };
   /**
    * The execution reached a terminal status: drop its variables and local/shared keychain entries.
    * `status` failed or cancelled: a retry may resume it, so its API variables stay (retention

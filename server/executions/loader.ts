@@ -13,7 +13,8 @@ import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
 import * as execStore from '../store/executions.js';
 import { Lru } from './lru.js';
-import { isTerminal, lock, lockPrelude } from './helpers.js';
+import type { SessionStatement } from '../db.js';
+import { isTerminal, lock, lockPrelude, LOCK_PRELUDE_STATEMENTS } from './helpers.js';
 import type { CachedState, Loaded, Peek } from './tx-types.js';
 
 export class ExecutionLoader {
@@ -92,27 +93,31 @@ export class ExecutionLoader {
   }
 }
 
+/** Every statement a group commit's prelude may EXECUTE, prepared on a connection's first one. */
+const PRELUDE_STATEMENTS: readonly SessionStatement[] = [...LOCK_PRELUDE_STATEMENTS, queueStore.RESERVE_IDS_STATEMENT, queueStore.HOLDER_STATEMENT];
+
 /**
  * Sent with a group commit's BEGIN: the lock, the log's last seq, the API vars when the hooks can
  * give their query, and `reserve` queue ids for eager claims (an action_started names its
  * queue_id before the row is written; ids unused are gaps, as a rolled-back insert leaves).
  */
-export function groupCommitPrelude(hooks: ExecutionHooks, executionId: string, reserve: number, holders: string[] = []): { sql: string; read: (results: pg.QueryResult[]) => Peek } {
+export function groupCommitPrelude(hooks: ExecutionHooks, executionId: string, reserve: number, holders: string[] = []): { sql: string; prepare: readonly SessionStatement[]; read: (results: pg.QueryResult[]) => Peek } {
   const parts = [lockPrelude(executionId)];
   const vars = hooks.loadVarsSql?.(executionId);
-  if (vars) parts.push(vars);
-  if (reserve > 0) parts.push(`SELECT nextval(pg_get_serial_sequence('queue', 'queue_id'))::text AS id FROM generate_series(1, ${Math.floor(reserve)})`);
+  if (vars) parts.push(vars.sql);
+  if (reserve > 0) parts.push(queueStore.reserveIdsSql(reserve));
   // the leases call.done events report on, read under the lock (a reclaim takes the same lock)
   if (holders.length) parts.push(queueStore.holdersSql(holders));
   return {
     sql: parts.join('; '),
-    // results: [lock, last seq, vars?, ids?, holders?]
+    prepare: vars ? [...PRELUDE_STATEMENTS, ...vars.prepare] : PRELUDE_STATEMENTS,
+    // results: [lock, last seq, vars?, ids?, one per holder]
     read: (r) => {
       let i = 2;
       const varsRows = vars ? r[i++].rows as ApiVarRow[] : undefined;
       const ids = reserve > 0 ? r[i++].rows.map((x: { id: string }) => x.id) : [];
       const held = new Map<string, { worker_id: string | null; lease_token: string | null }>();
-      if (holders.length) for (const h of r[i].rows as Array<{ queue_id: string; worker_id: string | null; lease_token: string | null }>) held.set(h.queue_id, h);
+      for (; i < r.length; i++) for (const h of r[i].rows as Array<{ queue_id: string; worker_id: string | null; lease_token: string | null }>) held.set(h.queue_id, h);
       return { lastSeq: Number(r[1]?.rows[0]?.last_seq ?? 0), vars: varsRows ? apiVarsObject(varsRows) : undefined, queueIds: ids, holders: held };
     },
   };

@@ -28,6 +28,7 @@ import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, ExecutionStatus } from '../engine/contract.js';
 import { badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
+import type { TxOptions } from '../db.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
@@ -533,12 +534,12 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /** The transaction with its retries; the process cache is updated right after the commit. */
-  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: { retryUniqueChild?: boolean; begin?: string } = {}): Promise<{ value: T; ctx: TxCtx }> {
+  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: { retryUniqueChild?: boolean } & TxOptions = {}): Promise<{ value: T; ctx: TxCtx }> {
     for (let attempt = 1; ; attempt++) {
       const ctx: TxCtx = { toPublish: [], queueRows: [], terminated: [], cache: new Map() };
       let value: T;
       try {
-        value = await this.db.tx((client, begun) => fn(client, ctx, begun), { begin: opts.begin });
+        value = await this.db.tx((client, begun) => fn(client, ctx, begun), { begin: opts.begin, prepare: opts.prepare });
       } catch (err) {
         const code = (err as { code?: string }).code;
         const retry = attempt < 4 && (RETRYABLE.has(code ?? '') ||
@@ -593,7 +594,7 @@ export class PgExecutionService implements ExecutionService {
       const reserve = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
       const holders = [...new Set(batch.flatMap((it) => (it.kind === 'event' && it.holder ? [it.holder.queueId] : [])))];
       const prelude = groupCommitPrelude(this.hooks, executionId, reserve, holders);
-      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)), { begin: prelude.sql }));
+      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)), { begin: prelude.sql, prepare: prelude.prepare }));
     } catch (err) {
       if (batch.length === 1) {
         batch[0].reject(err);

@@ -36,8 +36,8 @@ export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHoo
       return vars.apiVarsObject(rows);
     },
 
-    loadVarsSql(executionId: string): string {
-      return vars.apiVarsSql(idLiteral(executionId));
+    loadVarsSql(executionId: string) {
+      return { sql: `EXECUTE playflow_api_vars(${idLiteral(executionId)})`, prepare: [vars.API_VARS_STATEMENT] };
     },
 
     /**

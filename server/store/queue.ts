@@ -10,6 +10,7 @@
  */
 import type { Command } from '../engine/contract.js';
 import type { QueueStats } from '../../common/protocol.js';
+import type { SessionStatement } from '../db.js';
 import { idLiteral, type Queryable } from './sql.js';
 
 export type QueueStatus = 'queued' | 'leased' | 'done' | 'failed' | 'cancelled';
@@ -83,11 +84,31 @@ export async function heartbeat(q: Queryable, queueId: string, workerId: string,
   return rows[0]?.lease_until ?? null;
 }
 
-/** The holders of some queue rows (read under the execution lock to check a call.done's lease). */
+/** The holders of some queue rows (read under the execution lock to check a call.done's lease): one result per row. */
 export function holdersSql(queueIds: string[]): string {
-  const ids = queueIds.map(idLiteral).join(', ');
-  return `SELECT queue_id::text AS queue_id, worker_id, lease_token FROM queue WHERE queue_id IN (${ids})`;
+  // one statement per row: PostgreSQL keeps re-planning `= ANY($1)` (its generic plan guesses ten
+  // rows and loses to a custom one), while `= $1` is planned once per connection
+  return queueIds.map((id) => `EXECUTE playflow_lease_holder(${idLiteral(id)})`).join('; ');
 }
+
+/** The session statement holdersSql EXECUTEs (db.ts SessionStatement); one result per queue id. */
+export const HOLDER_STATEMENT: SessionStatement = {
+  name: 'playflow_lease_holder',
+  text: 'PREPARE playflow_lease_holder(bigint) AS SELECT queue_id::text AS queue_id, worker_id, lease_token FROM queue WHERE queue_id = $1',
+};
+
+/**
+ * Queue ids taken ahead for the rows of eager claims (an action_started names its queue_id before
+ * the row is written; ids unused are gaps, as a rolled-back insert leaves).
+ */
+export function reserveIdsSql(count: number): string {
+  return `EXECUTE playflow_reserve_queue_ids(${Math.floor(count)})`;
+}
+
+export const RESERVE_IDS_STATEMENT: SessionStatement = {
+  name: 'playflow_reserve_queue_ids',
+  text: `PREPARE playflow_reserve_queue_ids(integer) AS SELECT nextval(pg_get_serial_sequence('queue', 'queue_id'))::text AS id FROM generate_series(1, $1)`,
+};
 
 /**
  * Ends every lease of a worker id now (the worker restarted: whatever its previous process held
