@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../cli/dev/embedded-db.js';
 import { createTestDatabase } from '../helpers/pg.js';
 import { fixture, simplePlaybook, startTestServer, type TestServer } from './helpers.js';
 
@@ -194,7 +195,9 @@ describe('waiting for the end', () => {
 describe('server start', () => {
   it('serves the API on --port and stops cleanly on SIGTERM', async () => {
     const db = await createTestDatabase('pfcli');
-    const port = 20000 + Math.floor(Math.random() * 20000);
+    // a port the kernel just handed out and took back: a random one in 20000-40000 was sometimes an
+    // ephemeral port in use (EADDRINUSE: the server never became healthy)
+    const port = await freePort();
     const child = spawn(process.execPath, [CLI, 'server', 'start', '--port', String(port), '--host', '127.0.0.1'], {
       env: {
         ...process.env, DATABASE_URL: db.url, BROKER_URL: 'memory', PLAYFLOW_API_TOKEN: TOKEN, LOG_LEVEL: 'info', PORT: '',
