@@ -102,7 +102,8 @@ export class Admitter {
 
   /** One admission round over every path with waiting executions; returns how many started. */
   async pass(): Promise<number> {
-    const { rows } = await this.o.db.pool.query<{ path: string }>('SELECT DISTINCT path FROM execution WHERE waiting');
+    // named: planned once per connection, not four times a second on an idle server
+    const { rows } = await this.o.db.pool.query<{ path: string }>({ name: 'playflow.waiting_paths', text: 'SELECT DISTINCT path FROM execution WHERE waiting' });
     let started = 0;
     for (const { path } of rows) started += await this.admitPath(path);
     return started;
