@@ -38,6 +38,8 @@ async function main() {
   const core = await createServerCore({
     databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8,
     hooks: createSecretsHooks({ logger: silentLogger }),
+    // PLAYFLOW_SPECULATIVE_WRITES=off: every step takes the lock first (A/B of the one-round-trip write)
+    speculativeWrites: process.env.PLAYFLOW_SPECULATIVE_WRITES !== 'off',
   });
   await core.start();
   const expectCompleted = async (id: string) => {

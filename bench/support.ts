@@ -40,7 +40,9 @@ const CLOCK_TICKS = 100;
 export async function startStack(opts: { workers?: number; concurrency?: number; serverEnv?: NodeJS.ProcessEnv } = {}): Promise<BenchStack> {
   // The conformance harness's stack: fresh database, in-process server, worker processes.
   // The sweeper runs at the server's default pace so it does not weigh on the figures.
-  const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000, serverEnv: opts.serverEnv });
+  // PLAYFLOW_* settings of the bench's own environment reach the server (A/B runs of a switch)
+  const fromEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('PLAYFLOW_')));
+  const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000, serverEnv: { ...fromEnv, ...opts.serverEnv } });
   // The benchmark's client (run + status polling) lives in the server's process: give it the
   // worker's cheap keep-alive transport so it takes as little of the server's CPU as it can.
   const http = createServerFetch();

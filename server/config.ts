@@ -20,6 +20,7 @@
  * | PLAYFLOW_MAX_BODY_BYTES | 10485760 (10 MiB) | largest request body (413 beyond); it caps what a step can return, since a worker reports its result in one request |
  * | PLAYFLOW_ENCRYPTION_KEY | (none) | read here, validated by the credential store |
  * | LOG_LEVEL | info | pino level (trace, debug, info, warn, error, fatal, silent) |
+ * | PLAYFLOW_SPECULATIVE_WRITES | on | `off`: every step takes the execution's lock before deciding (three round trips instead of one; see executions/lazy-tx.ts) |
  */
 
 import type { TemplateLimits } from '../playbook/template/budget.js';
@@ -52,6 +53,8 @@ export interface ServerConfig {
   logLevel: LogLevel;
   /** Run the schedule ticker in this process (PLAYFLOW_SCHEDULER, default on; every replica may). */
   scheduler: boolean;
+  /** Decide a worker's event on cached state and write it in one round trip (PLAYFLOW_SPECULATIVE_WRITES, default on). */
+  speculativeWrites: boolean;
   /** Pass period of the schedule ticker (PLAYFLOW_SCHEDULE_INTERVAL_MS, default 500). */
   scheduleIntervalMs: number;
   /** Delete executions that ended more than this many days ago (PLAYFLOW_RETENTION_DAYS; unset: keep all). */
@@ -163,6 +166,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<ServerConf
     encryptionKey: get(env, 'PLAYFLOW_ENCRYPTION_KEY'),
     logLevel: logLevel as LogLevel,
     scheduler: parseBool(get(env, 'PLAYFLOW_SCHEDULER'), 'PLAYFLOW_SCHEDULER', true),
+    speculativeWrites: parseBool(get(env, 'PLAYFLOW_SPECULATIVE_WRITES'), 'PLAYFLOW_SPECULATIVE_WRITES', true),
     scheduleIntervalMs: parseInterval(get(env, 'PLAYFLOW_SCHEDULE_INTERVAL_MS'), 'PLAYFLOW_SCHEDULE_INTERVAL_MS', 500),
     retentionDays: parseDays(get(env, 'PLAYFLOW_RETENTION_DAYS'), 'PLAYFLOW_RETENTION_DAYS'),
     ...overrides,
@@ -215,6 +219,7 @@ export function describeConfig(c: ServerConfig): Record<string, unknown> {
     encryptionKey: c.encryptionKey ? 'set' : 'not set',
     logLevel: c.logLevel,
     scheduler: c.scheduler,
+    speculativeWrites: c.speculativeWrites,
     scheduleIntervalMs: c.scheduleIntervalMs,
     retentionDays: c.retentionDays ?? 'keep all',
   };

@@ -67,6 +67,8 @@ export interface ServerCoreConfig {
   snapshotGrowth?: number;
   /** Executions whose latest state this process keeps in memory (default 1000; 0 disables). */
   stateCacheSize?: number;
+  /** Speculative decisions written in one round trip (default true; executions/service.ts speculate). */
+  speculativeWrites?: boolean;
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
   engine?: Engine<any>;
@@ -134,6 +136,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const executions = new PgExecutionService({
     db, engine: config.engine ?? defaultEngine, outbox, hooks, logger: log, snapshots: config.snapshots,
     snapshotEvery: config.snapshotEvery, snapshotGrowth: config.snapshotGrowth, stateCacheSize: config.stateCacheSize,
+    speculation: config.speculativeWrites,
     defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds, serverName,
   });
   const admitter = new Admitter({

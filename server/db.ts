@@ -118,6 +118,22 @@ export interface SessionStatement {
 /** Which session statements each connection has (PREPARE is session state, and not undone by ROLLBACK). */
 const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
 
+/**
+ * The statements of `wanted` that `client` lacks, and the PREPAREs to send ahead of a simple query
+ * for them. Call `done()` once that query succeeded; after a failure, drop the connection (which
+ * of them ran is unknown).
+ */
+export function sessionStatements(client: pg.PoolClient, wanted: readonly SessionStatement[] = []): { missing: number; prefix: string; done(): void } {
+  let have = preparedOn.get(client);
+  if (!have) preparedOn.set(client, (have = new Set()));
+  const missing = wanted.filter((p) => !have.has(p.name));
+  return {
+    missing: missing.length,
+    prefix: missing.map((p) => `${p.text}; `).join(''),
+    done: () => missing.forEach((p) => have.add(p.name)),
+  };
+}
+
 /** Attempts at getting a connection and opening the transaction when the connection is lost. */
 const BEGIN_ATTEMPTS = 3;
 
@@ -128,18 +144,16 @@ const BEGIN_ATTEMPTS = 3;
 async function begin(pool: pg.Pool, opts: TxOptions): Promise<{ client: pg.PoolClient; begun: pg.QueryResult[] }> {
   for (let attempt = 1; ; attempt++) {
     let client: pg.PoolClient | undefined;
-    let preparing: SessionStatement[] = [];
+    let preparing = 0;
     try {
       client = await pool.connect();
       if (opts.begin) {
-        let have = preparedOn.get(client);
-        if (!have) preparedOn.set(client, (have = new Set()));
-        preparing = (opts.prepare ?? []).filter((p) => !have.has(p.name));
-        const prefix = preparing.map((p) => `${p.text}; `).join('');
+        const session = sessionStatements(client, opts.prepare);
+        preparing = session.missing;
         // a multi-statement simple query answers with one result per statement; BEGIN's comes after the PREPAREs
-        const res = (await client.query(`${prefix}BEGIN; ${opts.begin}`)) as unknown as pg.QueryResult[];
-        for (const p of preparing) have.add(p.name);
-        return { client, begun: res.slice(preparing.length + 1) };
+        const res = (await client.query(`${session.prefix}BEGIN; ${opts.begin}`)) as unknown as pg.QueryResult[];
+        session.done();
+        return { client, begun: res.slice(preparing + 1) };
       }
       await client.query('BEGIN');
       return { client, begun: [] };
@@ -147,7 +161,7 @@ async function begin(pool: pg.Pool, opts: TxOptions): Promise<{ client: pg.PoolC
       if (client) {
         // the statements of opts.begin may fail on their own (not a lost connection): roll back.
         // Which PREPAREs ran before a failure is unknown: that connection goes, and its statements with it.
-        const ok = !isConnectionError(err) && preparing.length === 0 && (await client.query('ROLLBACK').then(() => true, () => false));
+        const ok = !isConnectionError(err) && preparing === 0 && (await client.query('ROLLBACK').then(() => true, () => false));
         client.release(!ok);
       }
       if (!isConnectionError(err) || attempt >= BEGIN_ATTEMPTS) throw err;

@@ -128,12 +128,14 @@ export class DecisionBatch {
   async finish(): Promise<ItemOutcome[]> {
     if (!this.changed) {
       keepUnchanged(this.ctx, this.loaded);
+      this.cacheVars();
       return this.outcomes;
     }
     const { row, inserted } = await this.s.writer.write(this.client, this.ctx, this.loaded, {
       state: this.state, events: this.events, commands: this.commands, closes: this.closes, now: this.now, leases: this.leases,
       touched: this.touched ? { from: this.start.steps, names: this.touched } : undefined,
     });
+    this.cacheVars();
     for (const c of inserted) {
       const o = this.issuedBy.get(c.command_id);
       if (o) o.commands++;
@@ -148,6 +150,12 @@ export class DecisionBatch {
     }
     if (isTerminal(row.status) && !this.wasTerminal) await this.s.writer.ended(this.client, this.ctx, row);
     return this.outcomes;
+  }
+
+  /** The API vars go with the cached state, unless a decision of the batch wrote vars. */
+  private cacheVars(): void {
+    const entry = this.ctx.cache.get(this.id);
+    if (entry) entry.vars = this.varsChanged ? undefined : this.externalVars;
   }
 
   private refuse(err: unknown): void {

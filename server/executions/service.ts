@@ -28,7 +28,7 @@ import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, ExecutionStatus } from '../engine/contract.js';
 import { badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
-import type { TxOptions } from '../db.js';
+import { isConnectionError, type TxOptions } from '../db.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
@@ -45,6 +45,9 @@ import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
 import { Children } from './children.js';
 import { Leases } from './leases.js';
 import { ExecutionLoader, groupCommitPrelude } from './loader.js';
+import { LazyTransaction } from './lazy-tx.js';
+import { StaleDecision } from '../store/decision.js';
+import { takeQueueIds } from './queue-ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
 import { DecisionBatch, type DecisionBatchDeps } from './decision-batch.js';
@@ -89,6 +92,11 @@ export interface ExecutionServiceOptions {
   random?: () => number;
   /** This server's runtime name (values-gate.ts leaves its own registration out). */
   serverName?: string;
+  /**
+   * A worker's event on an execution whose state this process has cached is decided before the
+   * lock and written in one round trip, checked at the write (default true; see speculate).
+   */
+  speculation?: boolean;
 }
 
 /**
@@ -146,6 +154,9 @@ export class PgExecutionService implements ExecutionService {
   private readonly batchDeps: DecisionBatchDeps;
   /** Group-commit counters (tests, diagnostics): transactions committed and requests they carried. */
   readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0, ms: 0 };
+  /** Speculative decisions (tests, diagnostics): written in one round trip, in an opened transaction, or decided again under the lock. */
+  readonly speculations = { oneTrip: 0, opened: 0, redone: 0 };
+  private readonly speculation: boolean;
 
   constructor(o: ExecutionServiceOptions) {
     this.db = o.db;
@@ -163,6 +174,8 @@ export class PgExecutionService implements ExecutionService {
     this.now = o.now ?? Date.now;
     this.random = o.random ?? Math.random;
     this.onWaiting = o.onWaiting;
+    // the guard compares the vars table's API vars: only with hooks that read vars from it
+    this.speculation = (o.speculation ?? true) && this.hooks.loadVarsSql !== undefined;
     this.leases = new Leases({
       db: this.db,
       log: this.log,
@@ -591,6 +604,12 @@ export class PgExecutionService implements ExecutionService {
     let ctx: TxCtx;
     const t0 = performance.now();
     try {
+      const speculated = batch.length === 1 ? await this.speculate(executionId, batch[0]) : null;
+      if (speculated) {
+        ({ outcomes, ctx } = speculated);
+        this.settle(batch, outcomes, ctx, t0);
+        return;
+      }
       const reserve = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
       const holders = [...new Set(batch.flatMap((it) => (it.kind === 'event' && it.holder ? [it.holder.queueId] : [])))];
       const prelude = groupCommitPrelude(this.hooks, executionId, reserve, holders);
@@ -605,6 +624,11 @@ export class PgExecutionService implements ExecutionService {
       for (const item of batch) await this.commitBatch(executionId, [item]);
       return;
     }
+    this.settle(batch, outcomes, ctx, t0);
+  }
+
+  /** A batch committed: counters, then its callers' answers once the after-commit work is done. */
+  private settle(batch: BatchItem[], outcomes: ItemOutcome[], ctx: TxCtx, t0: number): void {
     this.groupCommits.ms += performance.now() - t0;
     this.groupCommits.transactions++;
     this.groupCommits.items += batch.length;
@@ -615,6 +639,62 @@ export class PgExecutionService implements ExecutionService {
       if (o.ok) item.resolve(o.value);
       else item.reject(o.err);
     }));
+  }
+
+  /**
+   * A worker's event on an execution whose state, API vars and log position this process has
+   * cached (it wrote the last decision): the engine decides on the cache without the lock, and the
+   * write goes with BEGIN, the lock and COMMIT in one round trip, guarded (lazy-tx.ts). The lease
+   * the event reports on is taken as the event claims it; the guard checks it, with the log's last
+   * seq and the vars, under the lock. Returns null when the speculation could not be made or did
+   * not hold: nothing was written, and the caller decides again under the lock (from the log: the
+   * engine changed the cached state in place). Such a redo is rare (another replica or a
+   * reclaim wrote in between; speculations.redone counts them); the command counters of the
+   * decision it replaces are not taken back.
+   */
+  private async speculate(executionId: string, item: BatchItem): Promise<{ outcomes: ItemOutcome[]; ctx: TxCtx } | null> {
+    if (!this.speculation || item.kind !== 'event' || !item.holder?.workerId || !item.holder.leaseToken) return null;
+    const cached = this.loader.stateCache.get(executionId);
+    if (!cached?.vars) return null;
+    const holder = item.holder;
+    const want = item.claimNext?.max ?? 0;
+    // the previous speculation's ids, else a round trip for some (the first after a locked decision)
+    const queueIds = want === 0 ? [] : cached.queueIds ?? await takeQueueIds(this.db.pool, want);
+    cached.queueIds = undefined;
+    const peek: Peek = {
+      lastSeq: cached.seq, vars: cached.vars, queueIds,
+      holders: new Map([[holder.queueId, { worker_id: holder.workerId, lease_token: holder.leaseToken }]]),
+    };
+    const guard = { lastSeq: cached.seq, queueId: holder.queueId, workerId: holder.workerId!, leaseToken: holder.leaseToken!, vars: cached.vars };
+    const tx = new LazyTransaction(this.db.pool, executionId, guard, want);
+    const ctx: TxCtx = { toPublish: [], queueRows: [], terminated: [], cache: new Map() };
+    let outcomes: ItemOutcome[];
+    try {
+      outcomes = await this.applyBatch(tx.client, ctx, executionId, [item], peek);
+      const opened = tx.opened;
+      await tx.finish();
+      // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
+      if (!tx.committed) {
+        this.loader.stateCache.delete(executionId);
+        this.speculations.redone++;
+        return null;
+      }
+      if (opened) this.speculations.opened++;
+      else this.speculations.oneTrip++;
+    } catch (err) {
+      await tx.abort();
+      this.loader.stateCache.delete(executionId);
+      // a stale write wrote nothing, even when it went with its COMMIT; a lost connection may have
+      // lost a COMMIT (answered 503, as the locked path does); anything else failed before COMMIT
+      if (!(err instanceof StaleDecision) && (tx.committed || isConnectionError(err))) throw err;
+      this.speculations.redone++;
+      return null;
+    }
+    const entry = ctx.cache.get(executionId);
+    if (entry && tx.reserved.length) entry.queueIds = tx.reserved;
+    for (const [id, e] of ctx.cache) this.loader.remember(id, e);
+    for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
+    return { outcomes, ctx };
   }
 
   /**

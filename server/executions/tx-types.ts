@@ -22,6 +22,18 @@ export interface CachedState {
   snapSeq: number;
   /** The execution row as this process last wrote it (its mutable columns follow the state). */
   row: ExecutionRow;
+  /**
+   * The API vars the decisions that produced this state saw (hooks.loadVars), when none of them
+   * wrote vars: a speculative decision (service.ts speculate) decides with them, and its write
+   * checks they are still current.
+   */
+  vars?: JsonObject;
+  /**
+   * Queue ids taken after the commit that produced this state, for the eager claims of the next
+   * speculative decision: greater than every row of the execution so far, and used only while no
+   * other decision came in between (the guard), so queue ids still follow creation order.
+   */
+  queueIds?: string[];
 }
 
 export interface QueueRef {

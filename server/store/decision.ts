@@ -24,6 +24,7 @@ import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engi
 import type { InsertedCommand } from './queue.js';
 import { getPath } from '../engine/context.js';
 import { SharedValues, without, withoutPath } from './shared-values.js';
+import type { SessionStatement } from '../db.js';
 import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
@@ -75,8 +76,26 @@ export interface DecisionWritten {
   finished_at: Date | null;
 }
 
+/**
+ * Whether what a speculative decision was made from is still current (executions/lazy-tx.ts): the
+ * log's last seq, the lease of the call it reports on, and the API vars. A NULL last seq: not a
+ * speculation (the caller read all three under the lock), true. Run after the execution lock, in a
+ * statement of its own, so it sees every transaction that held the lock before. `p` names the
+ * parameters: execution id, last seq, queue id, worker id, lease token, vars.
+ */
+function guardSql(p: [string, string, string, string, string, string]): string {
+  const [id, lastSeq, queueId, workerId, token, vars] = p;
+  return `${lastSeq}::integer IS NULL OR (
+      (SELECT COALESCE(max(seq), 0) FROM event WHERE execution_id = ${id}) = ${lastSeq}::integer
+  AND EXISTS (SELECT 1 FROM queue WHERE queue_id = ${queueId}::bigint AND status = 'leased' AND worker_id = ${workerId}::text AND lease_token = ${token}::text)
+  AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
+        WHERE execution_id = ${id} AND var_type <> 'step_result') = ${vars}::jsonb)`;
+}
+
 const SQL = `
-WITH ev AS (
+WITH ok AS (
+  SELECT ${guardSql(['$1', '$18', '$19', '$20', '$21', '$22'])} AS current
+), ev AS (
   INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
   SELECT $1, e.seq, e.name, e.step, e.command_id,
          CASE WHEN e.share_path IS NULL OR $17::boolean THEN COALESCE(e.payload, '{}'::jsonb)
@@ -86,6 +105,7 @@ WITH ev AS (
          CASE WHEN $17::boolean THEN e.value_seq END
     FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
                                             share_path text[], share_idx integer, value_seq integer)
+   WHERE (SELECT current FROM ok)
    ORDER BY e.seq
 ), ins AS (
   INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
@@ -99,25 +119,26 @@ WITH ev AS (
          COALESCE(c.cmd->>'pool', 'default')
     FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
                                             status text, queue_id bigint, worker_id text, lease_token text, lease_until timestamptz)
+   WHERE (SELECT current FROM ok)
   ON CONFLICT (execution_id, command_id) DO NOTHING
   RETURNING queue_id, step, command_id, pool, status, status = 'queued' AND available_at <= now() AS due
 ), cl AS (
   UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
     FROM jsonb_to_recordset($4::jsonb) AS c(command_id integer, status text)
-   WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased')
+   WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased') AND (SELECT current FROM ok)
   RETURNING queue.status
 ), snap AS (
   INSERT INTO execution_snapshot (execution_id, seq, state)
-  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL
+  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL AND (SELECT current FROM ok)
   ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
 ), snap_gone AS (
-  DELETE FROM execution_snapshot_value v WHERE v.execution_id = $1 AND $10::integer IS NOT NULL AND NOT ($16::jsonb ? v.path)
+  DELETE FROM execution_snapshot_value v WHERE v.execution_id = $1 AND $10::integer IS NOT NULL AND NOT ($16::jsonb ? v.path) AND (SELECT current FROM ok)
 ), snap_values AS (
   INSERT INTO execution_snapshot_value (execution_id, path, value)
-  SELECT $1, v.key, $13::jsonb -> (v.value #>> '{}')::integer FROM jsonb_each($16::jsonb) AS v WHERE $10::integer IS NOT NULL
+  SELECT $1, v.key, $13::jsonb -> (v.value #>> '{}')::integer FROM jsonb_each($16::jsonb) AS v WHERE $10::integer IS NOT NULL AND (SELECT current FROM ok)
   ON CONFLICT (execution_id, path) DO UPDATE SET value = EXCLUDED.value
 ), st_gone AS (
-  DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step)
+  DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step) AND (SELECT current FROM ok)
 ), st AS (
   INSERT INTO execution_step (execution_id, step, summary, result_value)
   SELECT $1, s.key,
@@ -125,19 +146,62 @@ WITH ev AS (
               THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer) ELSE s.value END,
          CASE WHEN $15::jsonb ? s.key AND $17::boolean THEN $13::jsonb -> ($15::jsonb ->> s.key)::integer END
     FROM jsonb_each($8::jsonb) AS s
+   WHERE (SELECT current FROM ok)
   ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary, result_value = EXCLUDED.result_value
    WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary OR execution_step.result_value IS DISTINCT FROM EXCLUDED.result_value
 ), up AS (
   UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
          updated_at = now(),
          finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
-   WHERE execution_id = $1
+   WHERE execution_id = $1 AND (SELECT current FROM ok)
   RETURNING updated_at, finished_at
 )
-SELECT up.updated_at, up.finished_at,
+SELECT ok.current, up.updated_at, up.finished_at,
        (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'pool', ins.pool, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
        (SELECT count(*) FROM ins WHERE ins.status = 'cancelled') + (SELECT count(*) FROM cl WHERE cl.status = 'cancelled') AS cancelled
-  FROM up`;
+  FROM ok LEFT JOIN up ON true`;
+
+/** The name of the write's statement: executions/lazy-tx.ts recognises the write by it. */
+export const WRITE_DECISION_NAME = 'playflow.write_decision';
+
+/** The write as a session statement (db.ts), for a transaction sent in one simple query. */
+export const WRITE_DECISION_STATEMENT: SessionStatement = { name: 'playflow_write_decision', text: `PREPARE playflow_write_decision AS ${SQL}` };
+
+/** What a speculative decision was made from: checked by the write, or alone by GUARD_STATEMENT. */
+export interface DecisionGuard {
+  lastSeq: number;
+  queueId: string;
+  workerId: string;
+  leaseToken: string;
+  /** The API vars the decision saw (hooks.loadVars). */
+  vars: JsonObject;
+}
+
+/** The guard on its own, for a speculative transaction whose first statement is not the write. */
+export const GUARD_STATEMENT: SessionStatement = {
+  name: 'playflow_decision_guard',
+  text: `PREPARE playflow_decision_guard(bigint, integer, bigint, text, text, jsonb) AS SELECT ${guardSql(['$1', '$2', '$3', '$4', '$5', '$6'])} AS current`,
+};
+
+/** GUARD_STATEMENT's values. */
+export function guardValues(executionId: string, guard: DecisionGuard): unknown[] {
+  return [executionId, guard.lastSeq, guard.queueId, guard.workerId, guard.leaseToken, JSON.stringify(guard.vars)];
+}
+
+/** Where the guard's parameters start in the write's values (after the execution id, $18..$22). */
+const GUARD_AT = 17;
+
+/** The write's values with `guard` in place of the NULLs writeDecision sends. */
+export function guardedValues(values: readonly unknown[], guard: DecisionGuard): unknown[] {
+  return [...values.slice(0, GUARD_AT), ...guardValues(String(values[0]), guard).slice(1)];
+}
+
+/** The guarded write found its speculation stale: nothing was written. */
+export class StaleDecision extends Error {
+  constructor(executionId: string) {
+    super(`execution ${executionId} changed since its cached state: the speculative write was not applied`);
+  }
+}
 
 /**
  * A command both issued and closed by this write gets its final status at insertion; the other
@@ -255,8 +319,8 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     status: atInsert.get(c.command_id) ?? null,
     ...leaseOf(w.leases?.get(c.command_id)),
   }));
-  const { rows } = await q.query<{ updated_at: Date; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
-    name: 'playflow.write_decision',
+  const { rows } = await q.query<{ current: boolean; updated_at: Date | null; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
+    name: WRITE_DECISION_NAME,
     text: SQL,
     values: [
       w.executionId, JSON.stringify(events), JSON.stringify(commands), JSON.stringify(updates),
@@ -264,10 +328,12 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
       JSON.stringify(sentSteps), x.terminal,
       w.snapshot ? w.snapshot.seq : null, snap ? snap.state : null, w.stepsChanged !== undefined,
       shared.param(), resultIdx ?? null, JSON.stringify(stepShares), JSON.stringify(snap?.values ?? {}), beside,
+      null, null, null, null, null, // the guard ($18..$22): not a speculation, unless lazy-tx.ts fills it in
     ],
   });
   const r = rows[0];
-  if (!r) throw new Error(`execution ${w.executionId} not found while writing its decision`);
+  if (r && !r.current) throw new StaleDecision(w.executionId);
+  if (!r?.updated_at) throw new Error(`execution ${w.executionId} not found while writing its decision`);
   return {
     inserted: r.inserted.map((i) => ({ ...i, execution_id: w.executionId })),
     cancelled: Number(r.cancelled),

@@ -1,0 +1,140 @@
+/**
+ * Speculative decisions (service.ts speculate, lazy-tx.ts): a worker's call.done on an execution
+ * whose state this process wrote last is decided on the cached state and written with BEGIN, the
+ * lock and COMMIT in one round trip. The write's guard makes it apply only while the log, the
+ * lease and the API vars are what the decision saw; otherwise nothing is written and the event is
+ * decided again under the lock. Two cores on one database stand for two replicas.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ClaimedCommand } from '../../common/protocol.js';
+import type { TestDatabase } from '../../test/helpers/pg.js';
+import type { ServerCore } from '../core.js';
+import type { PgExecutionService } from './service.js';
+import { secretsHooks } from '../secrets/hooks.js';
+import * as vars from '../store/vars.js';
+import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
+
+let tdb: TestDatabase;
+let a: ServerCore;
+let b: ServerCore;
+
+const service = (core: ServerCore) => core.deps.executions as PgExecutionService;
+const claimNext = { worker_id: 'w1', max: 1 };
+
+beforeAll(async () => {
+  tdb = await testDatabase('pf_spec');
+  // the server's hooks: speculation needs the vars the hooks read to be the vars table's
+  a = await testCore(tdb.url, { hooks: secretsHooks });
+  b = await testCore(tdb.url, { hooks: secretsHooks });
+  await a.deps.catalog.register(chainPlaybook('s/chain', 6));
+});
+afterAll(async () => {
+  await a?.stop();
+  await b?.stop();
+  await tdb?.drop();
+});
+
+/** Starts a chain on `core` and claims its first command there. */
+async function started(core: ServerCore): Promise<ClaimedCommand> {
+  const { execution_id } = await core.deps.executions.start({ path: 's/chain', payload: {} });
+  const [msg] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+  expect(msg?.data.execution_id).toBe(execution_id);
+  msg.ack();
+  return core.deps.executions.claim(msg.data.queue_id, { worker_id: 'w1' });
+}
+
+/** Reports `cmd` done on `core` and takes the next command eagerly. */
+async function done(core: ServerCore, cmd: ClaimedCommand): Promise<ClaimedCommand | undefined> {
+  const ack = await core.deps.executions.handleEvents([callDone(cmd, { response: { i: 1 } })], { claimNext });
+  return ack.claimed?.[0];
+}
+
+/** The log is contiguous and folds to the state the service holds (the fold-equivalence check). */
+async function consistent(core: ServerCore, executionId: string) {
+  const { rows } = await core.db.pool.query<{ seq: number }>('SELECT seq FROM event WHERE execution_id = $1 ORDER BY seq', [executionId]);
+  expect(rows.map((r) => r.seq)).toEqual(rows.map((_, i) => i + 1));
+  const ex = service(core);
+  expect(await ex.foldState(executionId)).toEqual(await ex.loadState(executionId));
+}
+
+describe('speculative decisions', () => {
+  it('write a chain step in one round trip once the state is cached, and end it under the lock', async () => {
+    const before = { ...service(a).speculations };
+    let cmd: ClaimedCommand | undefined = await started(a);
+    const id = cmd.execution_id;
+    const seen: string[] = [];
+    while (cmd) {
+      seen.push(cmd.step);
+      cmd = await done(a, cmd);
+    }
+    expect(seen).toEqual(['s1', 's2', 's3', 's4', 's5', 's6']);
+    const after = service(a).speculations;
+    // the claim of s1 cached the state with its vars: s1…s5 in one trip each; s6 ends it (opened)
+    expect(after.oneTrip - before.oneTrip).toBe(5);
+    expect(after.opened - before.opened).toBe(1);
+    expect(after.redone - before.redone).toBe(0);
+    expect((await a.deps.executions.get(id))?.status).toBe('completed');
+    await consistent(a, id);
+  });
+
+  it('do not apply when another replica wrote since the cache: the event is decided again under the lock', async () => {
+    const before = { ...service(a).speculations };
+    const s1 = await started(a);
+    const id = s1.execution_id;
+    const s2 = (await done(a, s1))!; // one trip (the claim cached the state)
+    const s3 = (await done(b, s2))!; // b writes: a's cache is one decision behind
+    // a decides on its stale cache (where s3 was never issued: nothing to write), then again under the lock
+    const s4 = (await done(a, s3))!;
+    expect([s2.step, s3.step, s4.step]).toEqual(['s2', 's3', 's4']);
+    expect(service(a).speculations.redone - before.redone).toBe(1);
+    const s5 = (await done(a, s4))!; // cached again: one trip
+    expect(service(a).speculations.oneTrip - before.oneTrip).toBe(2);
+    expect(await done(a, s5)).toMatchObject({ step: 's6' });
+    await consistent(a, id);
+  });
+
+  it('do not apply over a cancel another replica wrote since the cache', async () => {
+    const s1 = await started(a);
+    const id = s1.execution_id;
+    const s2 = (await done(a, s1))!; // a caches the running state with s2 issued
+    await b.deps.executions.cancel(id);
+    const { rows: [{ n: afterCancel }] } = await a.db.pool.query('SELECT max(seq)::int AS n FROM event WHERE execution_id = $1', [id]);
+    const redone = service(a).speculations.redone;
+    const ack = await a.deps.executions.handleEvents([callDone(s2, { response: { i: 2 } })], { claimNext });
+    expect(service(a).speculations.redone).toBe(redone + 1);
+    expect(ack.claimed ?? []).toEqual([]);
+    expect((await a.deps.executions.get(id))?.status).toBe('cancelled');
+    const { rows } = await a.db.pool.query<{ name: string }>('SELECT name FROM event WHERE execution_id = $1 AND seq > $2 ORDER BY seq', [id, afterCancel]);
+    expect(rows.map((r) => r.name)).not.toContain('step.enter');
+    await consistent(a, id);
+  });
+
+  it('refuse a call.done whose lease was taken away since the cache, writing nothing', async () => {
+    const s1 = await started(a);
+    const id = s1.execution_id;
+    const s2 = (await done(a, s1))!;
+    const s3 = (await done(a, s2))!; // cached, with s3 leased to w1
+    await a.db.pool.query(`UPDATE queue SET lease_token = 'someone-else' WHERE queue_id = $1`, [s3.queue_id]);
+    const { rows: [{ n: eventsBefore }] } = await a.db.pool.query('SELECT count(*)::int AS n FROM event WHERE execution_id = $1', [id]);
+    const redone = service(a).speculations.redone;
+    await expect(done(a, s3)).rejects.toMatchObject({ code: 'not_lease_holder' });
+    expect(service(a).speculations.redone).toBe(redone + 1);
+    const { rows: [{ n: eventsAfter }] } = await a.db.pool.query('SELECT count(*)::int AS n FROM event WHERE execution_id = $1', [id]);
+    expect(eventsAfter).toBe(eventsBefore);
+    await consistent(a, id);
+  });
+
+  it('see API vars set since the cache: the next command carries them', async () => {
+    const s1 = await started(a);
+    const id = s1.execution_id;
+    const s2 = (await done(a, s1))!;
+    const s3 = (await done(a, s2))!;
+    expect(s3.context.vars).not.toHaveProperty('colour');
+    await vars.upsertVars(a.db.pool, id, { colour: 'blue' }, 'user_defined', null);
+    const redone = service(a).speculations.redone;
+    const s4 = (await done(a, s3))!;
+    expect(service(a).speculations.redone).toBe(redone + 1);
+    expect(s4.context.vars).toMatchObject({ colour: 'blue' });
+    await consistent(a, id);
+  });
+});
