@@ -60,6 +60,7 @@ export class LazyTransaction {
   private conn: pg.PoolClient | null = null;
   private state: 'idle' | 'open' | 'committed' = 'idle';
   private wasOpened = false;
+  private sentCommit = false;
   /** What the decision code uses as its transaction's client (it only queries). */
   readonly client: pg.PoolClient;
 
@@ -74,6 +75,11 @@ export class LazyTransaction {
   /** The decision reached PostgreSQL and committed (false: nothing ran, or it was rolled back). */
   get committed(): boolean {
     return this.state === 'committed';
+  }
+
+  /** A COMMIT was sent: after an error its outcome may be unknown (the connection was lost). */
+  get commitSent(): boolean {
+    return this.sentCommit;
   }
 
   /** The transaction was opened before its statements (not the write in one round trip). */
@@ -97,6 +103,7 @@ export class LazyTransaction {
     const conn = await this.connect();
     const session = sessionStatements(conn, [...LOCK, WRITE_DECISION_STATEMENT, RESERVE_IDS_STATEMENT]);
     const sql = `${session.prefix}BEGIN; EXECUTE playflow_lock(${idLiteral(this.executionId)}); EXECUTE playflow_write_decision(${args}); COMMIT${this.reserveTail()}`;
+    this.sentCommit = true;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'committed';
@@ -147,6 +154,7 @@ export class LazyTransaction {
   async finish(): Promise<void> {
     if (this.state === 'open') {
       let results: unknown;
+      this.sentCommit = true;
       try {
         results = await this.conn!.query(`COMMIT${this.reserveTail()}`);
       } catch (err) {

@@ -684,9 +684,10 @@ export class PgExecutionService implements ExecutionService {
     } catch (err) {
       await tx.abort();
       this.loader.stateCache.delete(executionId);
-      // a stale write wrote nothing, even when it went with its COMMIT; a lost connection may have
-      // lost a COMMIT (answered 503, as the locked path does); anything else failed before COMMIT
-      if (!(err instanceof StaleDecision) && (tx.committed || isConnectionError(err))) throw err;
+      // a stale write wrote nothing, even when it went with its COMMIT; a connection lost after a
+      // COMMIT was sent leaves its outcome unknown (answered 503, as the locked path does);
+      // anything else failed before COMMIT, and the locked path (which retries a lost BEGIN) redoes it
+      if (!(err instanceof StaleDecision) && (tx.committed || (tx.commitSent && isConnectionError(err)))) throw err;
       this.speculations.redone++;
       return null;
     }
