@@ -21,6 +21,7 @@ import { createSecretsHooks } from '../server/secrets/hooks.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { chainPlaybook } from '../server/executions/testkit.js';
 import { silentLogger } from '../common/logger.js';
+import { parseBool } from '../common/config.js';
 
 const STEPS = Number(process.argv[2] ?? 100);
 const RUNS = Number(process.argv[3] ?? 3);
@@ -39,7 +40,7 @@ async function main() {
     databaseUrl: url.toString(), brokerUrl: 'memory', serverUrl: 'http://bench', sweeper: false, poolSize: 8,
     hooks: createSecretsHooks({ logger: silentLogger }),
     // PLAYFLOW_SPECULATIVE_WRITES=off: every step takes the lock first (A/B of the one-round-trip write)
-    speculativeWrites: process.env.PLAYFLOW_SPECULATIVE_WRITES !== 'off',
+    speculativeWrites: parseBool(process.env.PLAYFLOW_SPECULATIVE_WRITES, 'PLAYFLOW_SPECULATIVE_WRITES', true),
   });
   await core.start();
   const expectCompleted = async (id: string) => {

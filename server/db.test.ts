@@ -5,12 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
-import { createDb, type ClosableDb, type SessionStatement } from './db.js';
+import { createDb, sessionStatement, type ClosableDb } from './db.js';
 
 let tdb: TestDatabase;
 let db: ClosableDb;
 
-const TWICE: SessionStatement = { name: 'test_twice', text: 'PREPARE test_twice(integer) AS SELECT $1 * 2 AS v' };
+const TWICE = sessionStatement('test_twice', ['integer'], 'SELECT $1 * 2 AS v');
 const BACKEND = 'SELECT pg_backend_pid() AS pid, (SELECT count(*)::int FROM pg_prepared_statements WHERE name = \'test_twice\') AS n';
 
 beforeAll(async () => {
@@ -28,25 +28,25 @@ describe('tx with session statements', () => {
     const first = await db.tx(async (client, begun) => {
       expect(begun.map((r) => r.rows)).toEqual([[{ v: 42 }]]);
       return (await client.query(BACKEND)).rows[0];
-    }, { begin: 'EXECUTE test_twice(21)', prepare: [TWICE] });
+    }, { begin: TWICE.execute('21'), prepare: [TWICE] });
     expect(first.n).toBe(1);
     // same connection (pool of one): a second PREPARE would fail with "already exists"
     const second = await db.tx(async (client, begun) => {
       expect(begun.map((r) => r.rows)).toEqual([[{ v: 10 }]]);
       return (await client.query(BACKEND)).rows[0];
-    }, { begin: 'EXECUTE test_twice(5)', prepare: [TWICE] });
+    }, { begin: TWICE.execute('5'), prepare: [TWICE] });
     expect(second).toEqual(first);
   });
 
   it('drops a connection whose prelude failed after its PREPAREs ran; the next transaction prepares again', async () => {
     const before = await db.tx(async (client) => (await client.query(BACKEND)).rows[0]);
-    const other: SessionStatement = { name: 'test_other', text: 'PREPARE test_other AS SELECT 1 AS one' };
-    await expect(db.tx(async () => 'unreached', { begin: 'EXECUTE test_other; SELECT 1/0', prepare: [TWICE, other] }))
+    const other = sessionStatement('test_other', [], 'SELECT 1 AS one');
+    await expect(db.tx(async () => 'unreached', { begin: `${other.execute()}; SELECT 1/0`, prepare: [TWICE, other] }))
       .rejects.toThrow(/division by zero/);
     const after = await db.tx(async (client, begun) => {
       expect(begun.map((r) => r.rows)).toEqual([[{ one: 1 }]]);
       return (await client.query(BACKEND)).rows[0];
-    }, { begin: 'EXECUTE test_other', prepare: [TWICE, other] });
+    }, { begin: other.execute(), prepare: [TWICE, other] });
     expect(after.pid).not.toBe(before.pid);
     expect(after.n).toBe(1);
   });

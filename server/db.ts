@@ -113,6 +113,14 @@ export interface SessionStatement {
   name: string;
   /** `PREPARE <name>(<types>) AS <statement>` */
   text: string;
+  /** `EXECUTE <name>(<args>)`: the arguments are SQL literals (checked ids, escaped text). */
+  execute(...args: string[]): string;
+}
+
+/** A session statement; `types` empty: PostgreSQL infers the parameters' types from `sql`. */
+export function sessionStatement(name: string, types: readonly string[], sql: string): SessionStatement {
+  const list = (xs: readonly string[]) => (xs.length ? `(${xs.join(', ')})` : '');
+  return { name, text: `PREPARE ${name}${list(types)} AS ${sql}`, execute: (...args) => `EXECUTE ${name}${list(args)}` };
 }
 
 /** Which session statements each connection has (PREPARE is session state, and not undone by ROLLBACK). */

@@ -1,7 +1,7 @@
 /** Small pure helpers of the execution service, and the lock statements every transaction starts with. */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { SessionStatement } from '../db.js';
+import { sessionStatement, type SessionStatement } from '../db.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../engine/contract.js';
 import { idLiteral } from '../store/sql.js';
@@ -25,16 +25,17 @@ export const newLeaseToken = (): string => {
   return tokenPool.toString('base64url', tokenAt - TOKEN_BYTES, tokenAt);
 };
 
-/** The session statements lockPrelude EXECUTEs (planned once per connection, see db.ts). */
-export const LOCK_PRELUDE_STATEMENTS: readonly SessionStatement[] = [
-  { name: 'playflow_lock', text: 'PREPARE playflow_lock(bigint) AS SELECT pg_advisory_xact_lock($1)' },
-  { name: 'playflow_last_seq', text: 'PREPARE playflow_last_seq(bigint) AS SELECT max(seq) AS last_seq FROM event WHERE execution_id = $1' },
-];
+/** The execution's lock, as a session statement (planned once per connection, see db.ts). */
+export const LOCK_STATEMENT = sessionStatement('playflow_lock', ['bigint'], 'SELECT pg_advisory_xact_lock($1)');
+const LAST_SEQ_STATEMENT = sessionStatement('playflow_last_seq', ['bigint'], 'SELECT max(seq) AS last_seq FROM event WHERE execution_id = $1');
+
+/** The session statements lockPrelude EXECUTEs. */
+export const LOCK_PRELUDE_STATEMENTS: readonly SessionStatement[] = [LOCK_STATEMENT, LAST_SEQ_STATEMENT];
 
 /** The execution lock and the log's last seq, sent with BEGIN in one round trip (lockAndLoad). */
 export function lockPrelude(executionId: string): string {
   const id = idLiteral(executionId);
-  return `EXECUTE playflow_lock(${id}); EXECUTE playflow_last_seq(${id})`;
+  return `${LOCK_STATEMENT.execute(id)}; ${LAST_SEQ_STATEMENT.execute(id)}`;
 }
 
 export async function lock(client: pg.PoolClient, executionId: string): Promise<void> {

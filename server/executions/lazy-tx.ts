@@ -22,12 +22,11 @@ import { sessionStatements } from '../db.js';
 import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_STATEMENT, type DecisionGuard } from '../store/decision.js';
 import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
-import { LOCK_PRELUDE_STATEMENTS } from './helpers.js';
+import { LOCK_STATEMENT } from './helpers.js';
 
 /** Above this, a write's parameters are bound rather than inlined: PostgreSQL lexes a literal it parses. */
 const MAX_INLINE_CHARS = 256 * 1024;
 
-const LOCK = LOCK_PRELUDE_STATEMENTS.filter((s) => s.name === 'playflow_lock');
 
 /**
  * A parameter as an SQL literal (EXECUTE's arguments: a simple query binds none). Not pg's
@@ -44,7 +43,7 @@ function literal(v: unknown): string {
   return s.includes('\\') ? `E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
 }
 
-function inlined(values: readonly unknown[]): string | null {
+function inlined(values: readonly unknown[]): string[] | null {
   let size = 0;
   const out: string[] = [];
   for (const v of values) {
@@ -53,7 +52,7 @@ function inlined(values: readonly unknown[]): string | null {
     if (size > MAX_INLINE_CHARS) return null;
     out.push(lit);
   }
-  return out.join(', ');
+  return out;
 }
 
 export class LazyTransaction {
@@ -99,16 +98,20 @@ export class LazyTransaction {
     return this.conn!.query(config as pg.QueryConfig, values);
   }
 
-  private async writeAndCommit(args: string): Promise<pg.QueryResult> {
+  private async writeAndCommit(args: string[]): Promise<pg.QueryResult> {
     const conn = await this.connect();
-    const session = sessionStatements(conn, [...LOCK, WRITE_DECISION_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const sql = `${session.prefix}BEGIN; EXECUTE playflow_lock(${idLiteral(this.executionId)}); EXECUTE playflow_write_decision(${args}); COMMIT${this.reserveTail()}`;
+    const session = sessionStatements(conn, [LOCK_STATEMENT, WRITE_DECISION_STATEMENT, RESERVE_IDS_STATEMENT]);
+    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${WRITE_DECISION_STATEMENT.execute(...args)}; COMMIT${this.reserveTail()}`;
     this.sentCommit = true;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'committed';
     this.takeReserved(results, session.missing + 4);
     return results[session.missing + 2];
+  }
+
+  private lock(): string {
+    return LOCK_STATEMENT.execute(idLiteral(this.executionId));
   }
 
   /**
@@ -125,9 +128,8 @@ export class LazyTransaction {
 
   private async open(): Promise<void> {
     const conn = await this.connect();
-    const session = sessionStatements(conn, [...LOCK, GUARD_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const args = guardValues(this.executionId, this.guard).map(literal).join(', ');
-    const sql = `${session.prefix}BEGIN; EXECUTE playflow_lock(${idLiteral(this.executionId)}); EXECUTE playflow_decision_guard(${args})`;
+    const session = sessionStatements(conn, [LOCK_STATEMENT, GUARD_STATEMENT, RESERVE_IDS_STATEMENT]);
+    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${GUARD_STATEMENT.execute(...guardValues(this.executionId, this.guard).map(literal))}`;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'open';

@@ -47,7 +47,6 @@ import { Leases } from './leases.js';
 import { ExecutionLoader, groupCommitPrelude } from './loader.js';
 import { LazyTransaction } from './lazy-tx.js';
 import { StaleDecision } from '../store/decision.js';
-import { takeQueueIds } from './queue-ids.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
 import { DecisionBatch, type DecisionBatchDeps } from './decision-batch.js';
@@ -110,6 +109,8 @@ const SERVER_EVENT_NAMES = new Set<string>(SERVER_EVENT_NAME_LIST);
  * steps), not O(steps), per decision): the service keeps only the newest state of an execution.
  */
 const REUSE_STEPS = { reuseSteps: true } as const;
+
+const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], terminated: [], cache: new Map() });
 
 /** Most events and claims of one execution applied in one group-commit transaction. */
 export { MAX_BATCH };
@@ -549,7 +550,7 @@ export class PgExecutionService implements ExecutionService {
   /** The transaction with its retries; the process cache is updated right after the commit. */
   private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: { retryUniqueChild?: boolean } & TxOptions = {}): Promise<{ value: T; ctx: TxCtx }> {
     for (let attempt = 1; ; attempt++) {
-      const ctx: TxCtx = { toPublish: [], queueRows: [], terminated: [], cache: new Map() };
+      const ctx = newCtx();
       let value: T;
       try {
         value = await this.db.tx((client, begun) => fn(client, ctx, begun), { begin: opts.begin, prepare: opts.prepare });
@@ -560,10 +561,15 @@ export class PgExecutionService implements ExecutionService {
         if (!retry) throw err;
         continue;
       }
-      for (const [id, entry] of ctx.cache) this.loader.remember(id, entry);
-      for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
+      this.committed(ctx);
       return { value, ctx };
     }
+  }
+
+  /** Right after a commit: the states and queue rows it wrote become this process's cache. */
+  private committed(ctx: TxCtx): void {
+    for (const [id, entry] of ctx.cache) this.loader.remember(id, entry);
+    for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
   }
 
   private async applyLoaded(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, event: EngineEvent): Promise<Applied> {
@@ -659,7 +665,7 @@ export class PgExecutionService implements ExecutionService {
     const holder = item.holder;
     const want = item.claimNext?.max ?? 0;
     // the previous speculation's ids, else a round trip for some (the first after a locked decision)
-    const queueIds = want === 0 ? [] : cached.queueIds ?? await takeQueueIds(this.db.pool, want);
+    const queueIds = want === 0 ? [] : cached.queueIds ?? await queueStore.takeIds(this.db.pool, want);
     cached.queueIds = undefined;
     const peek: Peek = {
       lastSeq: cached.seq, vars: cached.vars, queueIds,
@@ -667,11 +673,10 @@ export class PgExecutionService implements ExecutionService {
     };
     const guard = { lastSeq: cached.seq, queueId: holder.queueId, workerId: holder.workerId!, leaseToken: holder.leaseToken!, vars: cached.vars };
     const tx = new LazyTransaction(this.db.pool, executionId, guard, want);
-    const ctx: TxCtx = { toPublish: [], queueRows: [], terminated: [], cache: new Map() };
+    const ctx = newCtx();
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, [item], peek);
-      const opened = tx.opened;
       await tx.finish();
       // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
       if (!tx.committed) {
@@ -679,7 +684,7 @@ export class PgExecutionService implements ExecutionService {
         this.speculations.redone++;
         return null;
       }
-      if (opened) this.speculations.opened++;
+      if (tx.opened) this.speculations.opened++;
       else this.speculations.oneTrip++;
     } catch (err) {
       await tx.abort();
@@ -693,8 +698,7 @@ export class PgExecutionService implements ExecutionService {
     }
     const entry = ctx.cache.get(executionId);
     if (entry && tx.reserved.length) entry.queueIds = tx.reserved;
-    for (const [id, e] of ctx.cache) this.loader.remember(id, e);
-    for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
+    this.committed(ctx);
     return { outcomes, ctx };
   }
 

@@ -37,7 +37,7 @@ export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHoo
     },
 
     loadVarsSql(executionId: string) {
-      return { sql: `EXECUTE playflow_api_vars(${idLiteral(executionId)})`, prepare: [vars.API_VARS_STATEMENT] };
+      return { sql: vars.API_VARS_STATEMENT.execute(idLiteral(executionId)), prepare: [vars.API_VARS_STATEMENT] };
     },
 
     /**

@@ -24,7 +24,7 @@ import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engi
 import type { InsertedCommand } from './queue.js';
 import { getPath } from '../engine/context.js';
 import { SharedValues, without, withoutPath } from './shared-values.js';
-import type { SessionStatement } from '../db.js';
+import { sessionStatement } from '../db.js';
 import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
@@ -79,9 +79,9 @@ export interface DecisionWritten {
 /**
  * Whether what a speculative decision was made from is still current (executions/lazy-tx.ts): the
  * log's last seq, the lease of the call it reports on, and the API vars. A NULL last seq: not a
- * speculation (the caller read all three under the lock), true. Run after the execution lock, in a
- * statement of its own, so it sees every transaction that held the lock before. `p` names the
- * parameters: execution id, last seq, queue id, worker id, lease token, vars.
+ * speculation (the caller read all three under the lock), true. Evaluated by a statement that
+ * follows the execution lock's, so its snapshot holds every transaction that held the lock before.
+ * `p` names the parameters: execution id, last seq, queue id, worker id, lease token, vars.
  */
 function guardSql(p: [string, string, string, string, string, string]): string {
   const [id, lastSeq, queueId, workerId, token, vars] = p;
@@ -165,7 +165,7 @@ SELECT ok.current, up.updated_at, up.finished_at,
 export const WRITE_DECISION_NAME = 'playflow.write_decision';
 
 /** The write as a session statement (db.ts), for a transaction sent in one simple query. */
-export const WRITE_DECISION_STATEMENT: SessionStatement = { name: 'playflow_write_decision', text: `PREPARE playflow_write_decision AS ${SQL}` };
+export const WRITE_DECISION_STATEMENT = sessionStatement('playflow_write_decision', [], SQL);
 
 /** What a speculative decision was made from: checked by the write, or alone by GUARD_STATEMENT. */
 export interface DecisionGuard {
@@ -178,10 +178,8 @@ export interface DecisionGuard {
 }
 
 /** The guard on its own, for a speculative transaction whose first statement is not the write. */
-export const GUARD_STATEMENT: SessionStatement = {
-  name: 'playflow_decision_guard',
-  text: `PREPARE playflow_decision_guard(bigint, integer, bigint, text, text, jsonb) AS SELECT ${guardSql(['$1', '$2', '$3', '$4', '$5', '$6'])} AS current`,
-};
+export const GUARD_STATEMENT = sessionStatement('playflow_decision_guard', ['bigint', 'integer', 'bigint', 'text', 'text', 'jsonb'],
+  `SELECT ${guardSql(['$1', '$2', '$3', '$4', '$5', '$6'])} AS current`);
 
 /** GUARD_STATEMENT's values. */
 export function guardValues(executionId: string, guard: DecisionGuard): unknown[] {

@@ -10,7 +10,7 @@
  */
 import type { Command } from '../engine/contract.js';
 import type { QueueStats } from '../../common/protocol.js';
-import type { SessionStatement } from '../db.js';
+import { sessionStatement } from '../db.js';
 import { idLiteral, type Queryable } from './sql.js';
 
 export type QueueStatus = 'queued' | 'leased' | 'done' | 'failed' | 'cancelled';
@@ -88,27 +88,32 @@ export async function heartbeat(q: Queryable, queueId: string, workerId: string,
 export function holdersSql(queueIds: string[]): string {
   // one statement per row: PostgreSQL keeps re-planning `= ANY($1)` (its generic plan guesses ten
   // rows and loses to a custom one), while `= $1` is planned once per connection
-  return queueIds.map((id) => `EXECUTE playflow_lease_holder(${idLiteral(id)})`).join('; ');
+  return queueIds.map((id) => HOLDER_STATEMENT.execute(idLiteral(id))).join('; ');
 }
 
 /** The session statement holdersSql EXECUTEs (db.ts SessionStatement); one result per queue id. */
-export const HOLDER_STATEMENT: SessionStatement = {
-  name: 'playflow_lease_holder',
-  text: 'PREPARE playflow_lease_holder(bigint) AS SELECT queue_id::text AS queue_id, worker_id, lease_token FROM queue WHERE queue_id = $1',
-};
+export const HOLDER_STATEMENT = sessionStatement('playflow_lease_holder', ['bigint'],
+  'SELECT queue_id::text AS queue_id, worker_id, lease_token FROM queue WHERE queue_id = $1');
 
 /**
  * Queue ids taken ahead for the rows of eager claims (an action_started names its queue_id before
- * the row is written; ids unused are gaps, as a rolled-back insert leaves).
+ * the row is written; ids unused are gaps, as a rolled-back insert leaves). `count` a parameter.
  */
+const reserveIds = (count: string) => `SELECT nextval(pg_get_serial_sequence('queue', 'queue_id'))::text AS id FROM generate_series(1, ${count})`;
+
+export const RESERVE_IDS_STATEMENT = sessionStatement('playflow_reserve_queue_ids', ['integer'], reserveIds('$1'));
+
+/** reserveIds to send with other statements in a simple query (RESERVE_IDS_STATEMENT prepared). */
 export function reserveIdsSql(count: number): string {
-  return `EXECUTE playflow_reserve_queue_ids(${Math.floor(count)})`;
+  return RESERVE_IDS_STATEMENT.execute(String(Math.floor(count)));
 }
 
-export const RESERVE_IDS_STATEMENT: SessionStatement = {
-  name: 'playflow_reserve_queue_ids',
-  text: `PREPARE playflow_reserve_queue_ids(integer) AS SELECT nextval(pg_get_serial_sequence('queue', 'queue_id'))::text AS id FROM generate_series(1, $1)`,
-};
+/** reserveIds on its own, outside a transaction (nextval is not transactional). */
+export async function takeIds(q: Queryable, count: number): Promise<string[]> {
+  if (count <= 0) return [];
+  const { rows } = await q.query<{ id: string }>({ name: 'playflow.take_queue_ids', text: reserveIds('$1::integer'), values: [count] });
+  return rows.map((r) => r.id);
+}
 
 /**
  * Ends every lease of a worker id now (the worker restarted: whatever its previous process held

@@ -3,7 +3,7 @@
  * preserve created_at and refresh accessed_at.
  */
 import type { Json, JsonObject } from '../../playbook/types.js';
-import type { SessionStatement } from '../db.js';
+import { sessionStatement } from '../db.js';
 import type { Queryable } from './credentials.js';
 
 export type VarType = 'user_defined' | 'step_result' | 'computed' | 'iterator_state';
@@ -32,8 +32,8 @@ export function apiVarsSql(idExpr: string): string {
   return `SELECT var_name, var_value FROM vars WHERE execution_id = ${idExpr} AND var_type <> 'step_result' ORDER BY var_name`;
 }
 
-/** apiVarsSql as a session statement (db.ts), run with `EXECUTE playflow_api_vars(<id>)`. */
-export const API_VARS_STATEMENT: SessionStatement = { name: 'playflow_api_vars', text: `PREPARE playflow_api_vars(bigint) AS ${apiVarsSql('$1')}` };
+/** apiVarsSql as a session statement (db.ts). */
+export const API_VARS_STATEMENT = sessionStatement('playflow_api_vars', ['bigint'], apiVarsSql('$1'));
 
 export function apiVarsObject(rows: ApiVarRow[]): JsonObject {
   const out: JsonObject = {};
