@@ -67,7 +67,7 @@ export class LazyTransaction {
   reserved: string[] = [];
 
   /** `reserveAfter`: queue ids to take with the COMMIT's round trip (see CachedState.queueIds). */
-  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard, private readonly reserveAfter = 0) {
+  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard, private reserveAfter = 0) {
     this.client = { query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values) } as unknown as pg.PoolClient;
   }
 
@@ -152,11 +152,17 @@ export class LazyTransaction {
     }
   }
 
-  /** Commits an open transaction; releases the connection in any case. */
-  async finish(): Promise<void> {
+  /**
+   * Commits an open transaction; releases the connection in any case. `ended`: the decision ended
+   * its execution, so no ids are taken after the COMMIT: there is no next step to claim, and the
+   * COMMIT's reply must come as soon as the commit's NOTIFY does, so this process hands the outcome
+   * to its waiters (onEnded) before a waiter woken by the NOTIFY reads the row back.
+   */
+  async finish(ended = false): Promise<void> {
     if (this.state === 'open') {
       let results: unknown;
       this.sentCommit = true;
+      if (ended) this.reserveAfter = 0;
       try {
         results = await this.conn!.query(`COMMIT${this.reserveTail()}`);
       } catch (err) {

@@ -677,7 +677,7 @@ export class PgExecutionService implements ExecutionService {
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, [item], peek);
-      await tx.finish();
+      await tx.finish(ctx.terminated.length > 0);
       // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
       if (!tx.committed) {
         this.loader.stateCache.delete(executionId);

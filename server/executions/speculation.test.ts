@@ -49,6 +49,13 @@ async function done(core: ServerCore, cmd: ClaimedCommand): Promise<ClaimedComma
   return ack.claimed?.[0];
 }
 
+/** The queue id sequence's position (ids reserved for eager claims advance it). */
+async function lastQueueId(core: ServerCore): Promise<string> {
+  const { rows } = await core.db.pool.query<{ v: string }>(`SELECT last_value::text AS v FROM pg_sequences WHERE sequencename = 'queue_queue_id_seq'`);
+  expect(rows).toHaveLength(1);
+  return rows[0].v;
+}
+
 /** The log is contiguous and folds to the state the service holds (the fold-equivalence check). */
 async function consistent(core: ServerCore, executionId: string) {
   const { rows } = await core.db.pool.query<{ seq: number }>('SELECT seq FROM event WHERE execution_id = $1 ORDER BY seq', [executionId]);
@@ -63,11 +70,16 @@ describe('speculative decisions', () => {
     let cmd: ClaimedCommand | undefined = await started(a);
     const id = cmd.execution_id;
     const seen: string[] = [];
+    let lastIdBeforeEnd = '';
     while (cmd) {
       seen.push(cmd.step);
+      if (cmd.step === 's6') lastIdBeforeEnd = await lastQueueId(a);
       cmd = await done(a, cmd);
     }
     expect(seen).toEqual(['s1', 's2', 's3', 's4', 's5', 's6']);
+    // the step that ends it takes no queue ids after its COMMIT (no next step; and the COMMIT's
+    // reply must not wait behind them, see lazy-tx.ts finish)
+    expect(await lastQueueId(a)).toBe(lastIdBeforeEnd);
     const after = service(a).speculations;
     // the claim of s1 cached the state with its vars: s1…s5 in one trip each; s6 ends it (opened)
     expect(after.oneTrip - before.oneTrip).toBe(5);
