@@ -169,7 +169,21 @@ export interface ExecutionHooks {
    * `status` failed or cancelled: a retry may resume it, so its API variables stay (retention
    * deletes them with the execution).
    */
-  onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id; status?: ExecutionStatus }): Promise<void>;
+  onExecutionTerminal(client: pg.PoolClient, execution: TerminalExecution): Promise<void>;
+  /**
+   * onExecutionTerminal as statements without parameters (ids inlined, checked), `;`-separated:
+   * the service sends them with the rest of the end's statements in one round trip. Optional;
+   * without it onExecutionTerminal is called.
+   */
+  onExecutionTerminalSql?(execution: TerminalExecution): string;
+}
+
+/** What ExecutionHooks are told of an execution that reached a terminal status. */
+export interface TerminalExecution {
+  execution_id: Id;
+  root_execution_id: Id;
+  catalog_id: Id;
+  status?: ExecutionStatus;
 }
 
 export const noopHooks: ExecutionHooks = {

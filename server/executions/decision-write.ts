@@ -13,6 +13,7 @@ import type { ExecutionHooks } from '../services.js';
 import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
+import { idLiteral } from '../store/sql.js';
 import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
@@ -132,14 +133,28 @@ export class DecisionWriter {
     return { row, inserted: written.inserted };
   }
 
-  /** The execution became terminal in this transaction: close its queue, hook, tell the parent. */
+  /**
+   * The execution became terminal in this transaction: close its queue, the hooks' cleanup, the
+   * NOTIFY that wakes long polls (executions/waiters.ts) on every replica at commit — in one round
+   * trip when the hooks give their cleanup as SQL — then tell the parent.
+   */
   async ended(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): Promise<void> {
     const id = row.execution_id;
-    const cancelled = await queueStore.cancelOpen(client, id);
+    const terminal = { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status };
+    const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
+    let cancelled: number;
+    if (hookSql !== undefined) {
+      // a simple query: each statement answers in order, the queue's UPDATE first
+      const sql = [queueStore.cancelOpenSql(idLiteral(id)), hookSql, execStore.notifyEndedSql(id)].filter(Boolean).join('; ');
+      const results = (await client.query(sql)) as unknown as pg.QueryResult[];
+      cancelled = results[0].rowCount ?? 0;
+    } else {
+      cancelled = await queueStore.cancelOpen(client, id);
+      await this.s.hooks.onExecutionTerminal(client, terminal);
+      await execStore.notifyEnded(client, id);
+    }
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
-    await this.s.hooks.onExecutionTerminal(client, { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status });
     metrics.executions.inc({ status: row.status });
-    await execStore.notifyEnded(client, id); // wakes long polls (executions/waiters.ts) on every replica at commit
     ctx.terminated.push(id);
     if (row.parent_execution_id && row.parent_command_id !== null) await this.s.children.notifyParent(client, ctx, row);
   }

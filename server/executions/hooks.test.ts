@@ -61,3 +61,40 @@ workflow:
   const after = await core.db.pool.query('SELECT count(*) AS n FROM vars WHERE execution_id = $1', [run.execution_id]);
   expect(after.rows[0].n).toBe('0');
 });
+
+it('an execution that ends drops its local and shared keychain entries and its auth cache, in its last transaction; others stay', async () => {
+  await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: one, path: h/one }
+workflow:
+  - step: only
+    tool: { kind: python, code: "result = 1" }
+`);
+  const ex = core.deps.executions;
+  const run = await ex.start({ path: 'h/one' });
+  const other = await ex.start({ path: 'h/one' });
+  const q = (sql: string, values: unknown[]) => core.db.pool.query(sql, values);
+  const keychainRow = (key: string, scope: string, executionId: string | null) => q(
+    `INSERT INTO keychain (cache_key, keychain_name, catalog_id, credential_type, cache_type, scope_type, execution_id, data_enc, key_id, expires_at)
+     VALUES ($1, 'k', 1, 'bearer', 'token', $2, $3, 'x', 'k1', now() + interval '1 hour')`, [key, scope, executionId]);
+  for (const id of [run.execution_id, other.execution_id]) {
+    await keychainRow(`local:${id}`, 'local', id);
+    await keychainRow(`shared:${id}`, 'shared', id); // each is its own root
+  }
+  await keychainRow('global', 'global', null);
+  const { rows: [cred] } = await q(`INSERT INTO credential (name, type, data_enc, key_id) VALUES ('c', 'bearer', 'x', 'k1') RETURNING id`, []);
+  for (const id of [run.execution_id, other.execution_id]) {
+    await q(`INSERT INTO auth_cache (cache_key, credential_id, credential_name, credential_type, cache_type, scope_type, execution_id, data_enc, key_id, expires_at)
+             VALUES ($1, $2, 'c', 'bearer', 'secret', 'execution', $3, 'x', 'k1', now() + interval '1 hour')`, [`c:${id}`, cred.id, id]);
+  }
+  const messages = await core.broker.fetch({ max: 2, expiresMs: 2000 });
+  const mine = messages.find((m) => m.data.execution_id === run.execution_id)!;
+  for (const m of messages) m.ack();
+  const cmd = await ex.claim(mine.data.queue_id, { worker_id: 'w' });
+  await ex.handleEvents([{ execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token, payload: { response: 1 } }]);
+  expect((await ex.get(run.execution_id))?.status).toBe('completed');
+  const left = await q(`SELECT cache_key FROM keychain UNION ALL SELECT cache_key FROM auth_cache ORDER BY 1`, []);
+  expect(left.rows.map((r) => r.cache_key)).toEqual([`c:${other.execution_id}`, 'global', `local:${other.execution_id}`, `shared:${other.execution_id}`].sort());
+  await ex.cancel(other.execution_id);
+  expect((await q(`SELECT cache_key FROM keychain UNION ALL SELECT cache_key FROM auth_cache`, [])).rows.map((r) => r.cache_key)).toEqual(['global']);
+});

@@ -3,7 +3,7 @@
  * an execution's transaction, so variables and keychain cleanup commit with the event log.
  */
 import type pg from 'pg';
-import type { ExecutionHooks } from '../services.js';
+import type { ExecutionHooks, TerminalExecution } from '../services.js';
 import type { Id } from '../../common/protocol.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { idLiteral } from '../store/sql.js';
@@ -12,6 +12,21 @@ import * as keychain from '../store/keychain.js';
 import * as credentials from '../store/credentials.js';
 import { checkVarNames } from './vars.js';
 import { type Logger, stderrLogger } from '../../common/logger.js';
+
+/**
+ * Terminal status: drop the execution's variables, its local keychain entries, its
+ * execution-scoped authentication cache, and — when it is the root — the tree's shared entries.
+ */
+function terminalSql(execution: TerminalExecution): string {
+  const id = String(execution.execution_id);
+  const lit = idLiteral(id);
+  const sql = [keychain.deleteLocalEntriesSql(lit), credentials.deleteAuthCacheForExecutionSql(lit)];
+  // A failed or cancelled execution may be retried in place: its variables stay for the retry
+  // (they go when it completes, or with the execution when retention deletes it).
+  if (execution.status !== 'failed' && execution.status !== 'cancelled') sql.push(vars.deleteVarsOfExecutionSql(lit));
+  if (String(execution.root_execution_id) === id) sql.push(keychain.deleteSharedEntriesSql(lit));
+  return sql.join('; ');
+}
 
 export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHooks {
   const log = opts.logger ?? stderrLogger;
@@ -40,19 +55,12 @@ export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHoo
       return { sql: vars.API_VARS_STATEMENT.execute(idLiteral(executionId)), prepare: [vars.API_VARS_STATEMENT] };
     },
 
-    /**
-     * Terminal status: drop the execution's variables, its local keychain entries, its
-     * execution-scoped authentication cache, and — when it is the root — the tree's shared entries.
-     */
-    async onExecutionTerminal(client: pg.PoolClient, execution: { execution_id: Id; root_execution_id: Id; catalog_id: Id; status?: string }) {
-      const id = String(execution.execution_id);
-      // A failed or cancelled execution may be retried in place: its variables stay for the retry
-      // (they go when it completes, or with the execution when retention deletes it).
-      if (execution.status !== 'failed' && execution.status !== 'cancelled') await vars.deleteVarsOfExecution(client, id);
-      await keychain.deleteLocalEntries(client, id);
-      await credentials.deleteAuthCacheForExecution(client, id);
-      if (String(execution.root_execution_id) === id) await keychain.deleteSharedEntries(client, id);
+    /** The cleanup of terminalSql, in one round trip. */
+    async onExecutionTerminal(client: pg.PoolClient, execution: TerminalExecution) {
+      await client.query(terminalSql(execution));
     },
+
+    onExecutionTerminalSql: terminalSql,
   };
 }
 

@@ -2,7 +2,7 @@
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { ExecutionRecord } from '../services.js';
-import { iso, type Queryable } from './sql.js';
+import { idLiteral, iso, type Queryable } from './sql.js';
 
 export interface ExecutionRow {
   execution_id: string;
@@ -215,6 +215,11 @@ export async function relinkChild(q: Queryable, childExecutionId: string, parent
  */
 export const EXECUTION_ENDED_CHANNEL = 'playflow_execution_ended';
 
+const notifyEndedText = (id: string) => `SELECT pg_notify('${EXECUTION_ENDED_CHANNEL}', ${id}::text)`;
+
+/** notifyEnded as a statement without parameters (the id checked and inlined). */
+export const notifyEndedSql = (executionId: string) => notifyEndedText(idLiteral(executionId));
+
 export async function notifyEnded(q: Queryable, executionId: string): Promise<void> {
-  await q.query({ name: 'playflow.notify_ended', text: 'SELECT pg_notify($1, $2)', values: [EXECUTION_ENDED_CHANNEL, executionId] });
+  await q.query({ name: 'playflow.notify_ended', text: notifyEndedText('$1::bigint'), values: [executionId] });
 }

@@ -85,7 +85,10 @@ export async function deleteVar(db: Queryable, executionId: string, varName: str
   return (r.rowCount ?? 0) > 0;
 }
 
+/** deleteVarsOfExecution's statement; `id` a parameter or an idLiteral (sql.ts). */
+export const deleteVarsOfExecutionSql = (id: string) => `DELETE FROM vars WHERE execution_id = ${id}`;
+
 export async function deleteVarsOfExecution(db: Queryable, executionId: string): Promise<number> {
-  const r = await db.query('DELETE FROM vars WHERE execution_id = $1', [executionId]);
+  const r = await db.query(deleteVarsOfExecutionSql('$1'), [executionId]);
   return r.rowCount ?? 0;
 }
