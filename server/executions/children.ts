@@ -75,14 +75,8 @@ export class Children {
     await this.s.applyLoaded(client, ctx, loaded, { name: 'call.done', step: q?.step ?? null, command_id: child.parent_command_id!, payload });
   }
 
-  async cancelChildren(parentId: string): Promise<void> {
-    let ids: string[];
-    try {
-      ids = await execStore.openChildren(this.s.db.pool, parentId);
-    } catch (err) {
-      this.s.log.warn({ execution_id: parentId, err: String(err) }, 'listing children failed; the sweeper will cancel them');
-      return;
-    }
+  /** The children an ended parent left running (read by the transaction that ended it). */
+  async cancel(ids: readonly string[]): Promise<void> {
     for (const id of ids) {
       await this.s.cancel(id).catch((err) => this.s.log.warn({ execution_id: id, err: String(err) }, 'cancelling a child failed; the sweeper will retry'));
     }

@@ -142,20 +142,15 @@ export class DecisionWriter {
     const id = row.execution_id;
     const terminal = { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status };
     const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
-    let cancelled: number;
-    if (hookSql !== undefined) {
-      // a simple query: each statement answers in order, the queue's UPDATE first
-      const sql = [queueStore.cancelOpenSql(idLiteral(id)), hookSql, execStore.notifyEndedSql(id)].filter(Boolean).join('; ');
-      const results = (await client.query(sql)) as unknown as pg.QueryResult[];
-      cancelled = results[0].rowCount ?? 0;
-    } else {
-      cancelled = await queueStore.cancelOpen(client, id);
-      await this.s.hooks.onExecutionTerminal(client, terminal);
-      await execStore.notifyEnded(client, id);
-    }
+    if (hookSql === undefined) await this.s.hooks.onExecutionTerminal(client, terminal);
+    const lit = idLiteral(id);
+    // a simple query: each statement answers in order, the queue's UPDATE first, the children last
+    const sql = [queueStore.cancelOpenSql(lit), hookSql, execStore.notifyEndedSql(id), execStore.openChildrenSql(lit)].filter(Boolean).join('; ');
+    const results = (await client.query(sql)) as unknown as pg.QueryResult[];
+    const cancelled = results[0].rowCount ?? 0;
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
     metrics.executions.inc({ status: row.status });
-    ctx.terminated.push(id);
+    ctx.terminated.push({ id, openChildren: results[results.length - 1].rows.map((r: { execution_id: string }) => r.execution_id) });
     if (row.parent_execution_id && row.parent_command_id !== null) await this.s.children.notifyParent(client, ctx, row);
   }
 }

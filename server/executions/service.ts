@@ -539,12 +539,12 @@ export class PgExecutionService implements ExecutionService {
 
   /** After commit (never throws): outbox publish, then cancel the children of ended executions. */
   private async afterCommit(ctx: TxCtx): Promise<void> {
-    for (const id of ctx.terminated) {
+    for (const { id } of ctx.terminated) {
       const row = ctx.cache.get(id)?.row;
       if (row && this.onEnded) this.onEnded(id, { status: row.status, result: row.result, error: row.error, finished_at: iso(row.finished_at) ?? null });
     }
     if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
-    for (const id of ctx.terminated) await this.children.cancelChildren(id);
+    for (const { openChildren } of ctx.terminated) await this.children.cancel(openChildren);
   }
 
   /** The transaction with its retries; the process cache is updated right after the commit. */

@@ -12,8 +12,11 @@ export interface TxCtx {
   queueRows: queueStore.InsertedCommand[];
   /** States to put in the process cache once the transaction committed. */
   cache: Map<string, CachedState>;
-  /** Executions that became terminal in this transaction (their children are cancelled after commit). */
-  terminated: string[];
+  /**
+   * Executions that became terminal in this transaction, with their children still running as
+   * the transaction read them: they are cancelled after the commit.
+   */
+  terminated: { id: string; openChildren: string[] }[];
 }
 
 export interface CachedState {

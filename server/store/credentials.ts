@@ -166,13 +166,8 @@ export async function touchAuthCache(db: Queryable, w: AuthCacheWrite): Promise<
   return rows[0];
 }
 
-/** deleteAuthCacheForExecution's statement; `id` a parameter or an idLiteral (sql.ts). */
+/** Drops an execution's authentication cache; `id` an idLiteral (sql.ts). */
 export const deleteAuthCacheForExecutionSql = (id: string) => `DELETE FROM auth_cache WHERE scope_type = 'execution' AND execution_id = ${id}`;
-
-export async function deleteAuthCacheForExecution(db: Queryable, executionId: string): Promise<number> {
-  const r = await db.query(deleteAuthCacheForExecutionSql('$1'), [executionId]);
-  return r.rowCount ?? 0;
-}
 
 export async function deleteExpiredAuthCache(db: Queryable): Promise<number> {
   const r = await db.query('DELETE FROM auth_cache WHERE expires_at <= now()');

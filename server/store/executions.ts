@@ -168,11 +168,9 @@ export async function orphanedChildren(q: Queryable, limit: number): Promise<str
   return rows.map((r) => r.execution_id);
 }
 
-export async function openChildren(q: Queryable, parentExecutionId: string): Promise<string[]> {
-  const { rows } = await q.query<{ execution_id: string }>(
-    `SELECT execution_id FROM execution WHERE parent_execution_id = $1 AND status IN ('started', 'running') ORDER BY execution_id`, [parentExecutionId]);
-  return rows.map((r) => r.execution_id);
-}
+/** The children of an execution still running, rows `{execution_id}`; `id` an idLiteral (sql.ts). */
+export const openChildrenSql = (id: string) =>
+  `SELECT execution_id::text AS execution_id FROM execution WHERE parent_execution_id = ${id} AND status IN ('started', 'running') ORDER BY execution_id`;
 
 /**
  * A parent is retried: its failed or cancelled children started by the steps that run again are

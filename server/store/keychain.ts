@@ -96,22 +96,11 @@ export async function listKeychainByCatalog(db: Queryable, catalogId: string): P
   return rows;
 }
 
-/** Local entries created by the execution. */
-/** deleteLocalEntries's statement; `id` a parameter or an idLiteral (sql.ts). */
+/** Drops the local entries created by an execution; `id` an idLiteral (sql.ts). */
 export const deleteLocalEntriesSql = (id: string) => `DELETE FROM keychain WHERE scope_type = 'local' AND execution_id = ${id}`;
 
-export async function deleteLocalEntries(db: Queryable, executionId: string): Promise<number> {
-  const r = await db.query(deleteLocalEntriesSql('$1'), [executionId]);
-  return r.rowCount ?? 0;
-}
-
-/** Shared entries of an execution tree (tagged with its root execution id). */
+/** Drops the shared entries of an execution tree (tagged with its root execution id); `rootId` an idLiteral. */
 export const deleteSharedEntriesSql = (rootId: string) => `DELETE FROM keychain WHERE scope_type = 'shared' AND execution_id = ${rootId}`;
-
-export async function deleteSharedEntries(db: Queryable, rootExecutionId: string): Promise<number> {
-  const r = await db.query(deleteSharedEntriesSql('$1'), [rootExecutionId]);
-  return r.rowCount ?? 0;
-}
 
 /**
  * Removes expired entries. Entries with auto_renew are kept `renewGraceSeconds` past expiry so a

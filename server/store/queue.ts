@@ -133,14 +133,9 @@ export async function finish(q: Queryable, executionId: string, commandId: numbe
       WHERE execution_id = $1 AND command_id = $2 AND status IN ('queued', 'leased')`, [executionId, commandId, status]);
 }
 
-/** cancelOpen's statement; `id` a parameter or an idLiteral (sql.ts). */
+/** Cancels an execution's open queue rows (it ended); `id` an idLiteral (sql.ts). */
 export const cancelOpenSql = (id: string) => `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
       WHERE execution_id = ${id} AND status IN ('queued', 'leased')`;
-
-export async function cancelOpen(q: Queryable, executionId: string): Promise<number> {
-  const { rowCount } = await q.query(cancelOpenSql('$1'), [executionId]);
-  return rowCount ?? 0;
-}
 
 /** The row of a `playbook` command is held by its child execution until the child ends. */
 export async function holdForChild(q: Queryable, queueId: string, childExecutionId: string): Promise<boolean> {

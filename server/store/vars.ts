@@ -85,10 +85,6 @@ export async function deleteVar(db: Queryable, executionId: string, varName: str
   return (r.rowCount ?? 0) > 0;
 }
 
-/** deleteVarsOfExecution's statement; `id` a parameter or an idLiteral (sql.ts). */
+/** Drops an execution's variables; `id` an idLiteral (sql.ts). */
 export const deleteVarsOfExecutionSql = (id: string) => `DELETE FROM vars WHERE execution_id = ${id}`;
 
-export async function deleteVarsOfExecution(db: Queryable, executionId: string): Promise<number> {
-  const r = await db.query(deleteVarsOfExecutionSql('$1'), [executionId]);
-  return r.rowCount ?? 0;
-}
