@@ -258,6 +258,35 @@ workflow:
     }
   });
 
+  it('recording a publish skips a row another transaction holds instead of waiting for it (no deadlock with group commits)', async () => {
+    const broker = new MemoryBroker();
+    const core = await testCore(tdb.url, { brokerInstance: broker, serverName: 'mark' });
+    const holder = await core.db.pool.connect();
+    try {
+      await core.deps.catalog.register(chainPlaybook('o/mark', 1));
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) ids.push((await core.deps.executions.start({ path: 'o/mark' })).execution_id);
+      await drain(() => broker.fetch({ max: 10, expiresMs: 200 }));
+      const { rows } = await core.db.pool.query<{ queue_id: string }>(
+        'SELECT queue_id FROM queue WHERE execution_id = ANY($1::bigint[]) ORDER BY queue_id', [ids]);
+      const [held, free] = rows.map((r) => r.queue_id);
+      await core.db.pool.query('UPDATE queue SET published_at = NULL WHERE queue_id = ANY($1::bigint[])', [[held, free]]);
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM queue WHERE queue_id = $1 FOR UPDATE', [held]);
+      // resolves while the lock is held (a wait would hang here: the holder commits only after)
+      await core.outbox.publish([held, free].map((queue_id, i) => ({ queue_id, execution_id: ids[i], step: 's1', pool: 'default' })));
+      await holder.query('COMMIT');
+      const marked = await core.db.pool.query<{ queue_id: string; published: boolean }>(
+        'SELECT queue_id, published_at IS NOT NULL AS published FROM queue WHERE queue_id = ANY($1::bigint[]) ORDER BY queue_id', [[held, free]]);
+      expect(marked.rows).toEqual([{ queue_id: held, published: false }, { queue_id: free, published: true }]);
+      for (const id of ids) await core.deps.executions.cancel(id);
+    } finally {
+      holder.release();
+      await core.stop();
+      await broker.close();
+    }
+  });
+
   it('the sweeper loop runs by itself and heartbeats the server runtime row', async () => {
     let taskRuns = 0;
     const core = await testCore(tdb.url, {

@@ -153,9 +153,16 @@ export async function requeue(q: Queryable, queueId: string): Promise<void> {
       WHERE queue_id = $1`, [queueId]);
 }
 
+/**
+ * Records that the rows' notifications went out. A row another transaction holds right now (a
+ * claim, a close) is skipped rather than waited for: waiting on rows locked in another order
+ * deadlocked with group commits (each side then stalls for deadlock_timeout), and such a row is
+ * no longer queued or, if it still is, is published again by the sweeper (harmless).
+ */
 export async function markPublished(q: Queryable, queueIds: string[]): Promise<void> {
   if (queueIds.length === 0) return;
-  await q.query('UPDATE queue SET published_at = now() WHERE queue_id = ANY($1::bigint[])', [queueIds]);
+  await q.query(`UPDATE queue SET published_at = now() WHERE queue_id IN (
+      SELECT queue_id FROM queue WHERE queue_id = ANY($1::bigint[]) AND status = 'queued' FOR UPDATE SKIP LOCKED)`, [queueIds]);
 }
 
 /** Leased rows whose lease ended (candidates; re-checked under the execution lock). */
