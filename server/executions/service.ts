@@ -383,7 +383,7 @@ export class PgExecutionService implements ExecutionService {
 
     // Existence checks before anything is applied; executions and queue rows this process knows
     // (they are never deleted while running) skip the query.
-    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.stateCache.has(id));
+    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.knownToExist(id));
     if (execIds.length) {
       const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
       const known = new Set(found.map((r) => r.execution_id));
