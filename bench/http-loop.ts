@@ -34,15 +34,24 @@ workflow:
     const executions = stack.server.core.deps.executions;
     if (!(executions instanceof PgExecutionService)) throw new Error('the bench needs the PostgreSQL execution service');
     const gc = executions.groupCommits;
+    const sp = executions.speculations;
     for (const label of ['first run (cold processes)', 'second run']) {
       const before = { ...gc };
+      const spBefore = { ...sp };
+      const p0 = await stack.pg.read();
+      const c0 = stack.cpu();
       const r = await runToEnd(stack.client, 'bench/http_loop', { items: ITEMS });
+      const c1 = stack.cpu();
+      const p1 = await stack.pg.read();
       if (r.execution.status !== 'completed') throw new Error(`run ended ${r.execution.status}: ${JSON.stringify(r.execution.error)}`);
       const count = Array.isArray(r.execution.result) ? r.execution.result.length : 0;
       const tx = gc.transactions - before.transactions;
       const items = gc.items - before.items;
       console.log(`http-loop, ${label}: ${count} items in ${(r.wall / 1000).toFixed(2)} s wall = ${Math.round(count / (r.wall / 1000))} items/s (server-side ${(r.serverMs / 1000).toFixed(2)} s; ${IN_FLIGHT} in flight, worker concurrency 32; goal ≥ 1,000/s)`);
       console.log(`  group commit: ${items} requests in ${tx} transactions (${(items / Math.max(1, tx)).toFixed(1)} per transaction, ${((gc.ms - before.ms) / Math.max(1, tx)).toFixed(1)} ms each), ${gc.fallbacks - before.fallbacks} fallbacks`);
+      const perItem = (ms: number) => `${(ms / Math.max(1, count)).toFixed(2)} ms`;
+      console.log(`  CPU per item: server process ${perItem(c1.server - c0.server)}, worker ${perItem(c1.workers - c0.workers)}, PostgreSQL backends ${perItem(stack.pg.since(p0, p1))}`);
+      console.log(`  speculative: ${sp.oneTrip - spBefore.oneTrip} in one round trip, ${sp.opened - spBefore.opened} opened first, ${sp.redone - spBefore.redone} decided again under the lock`);
     }
   } finally {
     await stack.close();

@@ -7,7 +7,7 @@
  *   follow it), BEGIN, the execution lock, the write and COMMIT go in ONE simple query: one round
  *   trip per step instead of three (BEGIN with the lock, the write, COMMIT), which is where a
  *   step's socket writes and PostgreSQL's per-message work went. The write carries a guard
- *   (store/decision.ts): it applies only if the log's last seq, the lease of the call and the API
+ *   (store/decision.ts): it applies only if the log's last seq, the leases of the calls and the API
  *   vars are still what the decision saw, else it writes nothing and reports `current = false`.
  * - Anything else (vars to persist, an execution that ends, a write too large to inline) opens the
  *   transaction first, BEGIN with the lock and the guard alone; the statements then run in it as

@@ -46,7 +46,7 @@ import { Children } from './children.js';
 import { Leases } from './leases.js';
 import { ExecutionLoader, groupCommitPrelude } from './loader.js';
 import { LazyTransaction } from './lazy-tx.js';
-import { StaleDecision } from '../store/decision.js';
+import { StaleDecision, type GuardedLease } from '../store/decision.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
 import { DecisionBatch, type DecisionBatchDeps } from './decision-batch.js';
@@ -109,6 +109,23 @@ const SERVER_EVENT_NAMES = new Set<string>(SERVER_EVENT_NAME_LIST);
  * steps), not O(steps), per decision): the service keeps only the newest state of an execution.
  */
 const REUSE_STEPS = { reuseSteps: true } as const;
+
+/**
+ * The leases a batch's events claim, one per queue row, when the batch can be speculated: events
+ * only, each reporting with its lease (worker id and token). Null otherwise, or when two events
+ * claim one row with different leases (one of them is refused, which the locked path decides).
+ */
+function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
+  const byRow = new Map<string, GuardedLease>();
+  for (const it of batch) {
+    if (it.kind !== 'event' || !it.holder?.workerId || !it.holder.leaseToken) return null;
+    const h = { queue_id: it.holder.queueId, worker_id: it.holder.workerId, lease_token: it.holder.leaseToken };
+    const seen = byRow.get(h.queue_id);
+    if (seen && (seen.worker_id !== h.worker_id || seen.lease_token !== h.lease_token)) return null;
+    byRow.set(h.queue_id, h);
+  }
+  return [...byRow.values()];
+}
 
 const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], terminated: [], cache: new Map() });
 
@@ -211,7 +228,7 @@ export class PgExecutionService implements ExecutionService {
     this.batchDeps = {
       hooks: this.hooks,
       writer: this.writer,
-      handle: (state, playbook, event, now, externalVars) => this.handle(state, playbook, event, now, externalVars),
+      handle: (state, playbook, event, now, externalVars, owned) => this.handle(state, playbook, event, now, externalVars, owned),
       handOver: (executionId) => this.handOver(executionId),
     };
   }
@@ -525,9 +542,12 @@ export class PgExecutionService implements ExecutionService {
     return input;
   }
 
-  /** The engine's decision on a loaded state, changing its steps map in place (REUSE_STEPS: hand the cache entry over first). */
-  private handle(state: ExecutionStateView, playbook: Playbook, event: EngineEvent, now: number, externalVars: JsonObject): Decision {
-    return this.engine.handle(state, playbook, event, this.input(now, externalVars), REUSE_STEPS);
+  /**
+   * The engine's decision on a loaded state, changing its steps map in place (REUSE_STEPS: hand the
+   * cache entry over first); `owned`: a batch's copies (HandleOptions.owned).
+   */
+  private handle(state: ExecutionStateView, playbook: Playbook, event: EngineEvent, now: number, externalVars: JsonObject, owned?: Set<object>): Decision {
+    return this.engine.handle(state, playbook, event, this.input(now, externalVars), owned ? { reuseSteps: true, owned } : REUSE_STEPS);
   }
 
   /** One transaction; after commit: outbox publish, then cancel the children of ended executions. */
@@ -610,7 +630,7 @@ export class PgExecutionService implements ExecutionService {
     let ctx: TxCtx;
     const t0 = performance.now();
     try {
-      const speculated = batch.length === 1 ? await this.speculate(executionId, batch[0]) : null;
+      const speculated = await this.speculate(executionId, batch);
       if (speculated) {
         ({ outcomes, ctx } = speculated);
         this.settle(batch, outcomes, ctx, t0);
@@ -648,35 +668,38 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /**
-   * A worker's event on an execution whose state, API vars and log position this process has
+   * Workers' events on an execution whose state, API vars and log position this process has
    * cached (it wrote the last decision): the engine decides on the cache without the lock, and the
-   * write goes with BEGIN, the lock and COMMIT in one round trip, guarded (lazy-tx.ts). The lease
-   * the event reports on is taken as the event claims it; the guard checks it, with the log's last
-   * seq and the vars, under the lock. Returns null when the speculation could not be made or did
-   * not hold: nothing was written, and the caller decides again under the lock (from the log: the
-   * engine changed the cached state in place). Such a redo is rare (another replica or a
+   * write goes with BEGIN, the lock and COMMIT in one round trip, guarded (lazy-tx.ts). The leases
+   * the events report on are taken as the events claim them; the guard checks them, with the log's
+   * last seq and the vars, under the lock. Returns null when the speculation could not be made or
+   * did not hold: nothing was written, and the caller decides again under the lock (from the log:
+   * the engine changed the cached state in place). Such a redo is rare (another replica or a
    * reclaim wrote in between; speculations.redone counts them); the command counters of the
-   * decision it replaces are not taken back.
+   * decisions it replaces are not taken back. A batch with a claim (which reads its queue row under
+   * the lock) is not speculated.
    */
-  private async speculate(executionId: string, item: BatchItem): Promise<{ outcomes: ItemOutcome[]; ctx: TxCtx } | null> {
-    if (!this.speculation || item.kind !== 'event' || !item.holder?.workerId || !item.holder.leaseToken) return null;
+  private async speculate(executionId: string, batch: BatchItem[]): Promise<{ outcomes: ItemOutcome[]; ctx: TxCtx } | null> {
+    if (!this.speculation) return null;
+    const holders = speculationHolders(batch);
+    if (!holders) return null;
     const cached = this.loader.stateCache.get(executionId);
     if (!cached?.vars) return null;
-    const holder = item.holder;
-    const want = item.claimNext?.max ?? 0;
-    // the previous speculation's ids, else a round trip for some (the first after a locked decision)
-    const queueIds = want === 0 ? [] : cached.queueIds ?? await queueStore.takeIds(this.db.pool, want);
+    const want = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+    // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
+    const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
+    if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
     cached.queueIds = undefined;
     const peek: Peek = {
       lastSeq: cached.seq, vars: cached.vars, queueIds,
-      holders: new Map([[holder.queueId, { worker_id: holder.workerId, lease_token: holder.leaseToken }]]),
+      holders: new Map(holders.map((h) => [h.queue_id, { worker_id: h.worker_id, lease_token: h.lease_token }])),
     };
-    const guard = { lastSeq: cached.seq, queueId: holder.queueId, workerId: holder.workerId!, leaseToken: holder.leaseToken!, vars: cached.vars };
+    const guard = { lastSeq: cached.seq, holders, vars: cached.vars };
     const tx = new LazyTransaction(this.db.pool, executionId, guard, want);
     const ctx = newCtx();
     let outcomes: ItemOutcome[];
     try {
-      outcomes = await this.applyBatch(tx.client, ctx, executionId, [item], peek);
+      outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);
       await tx.finish(ctx.terminated.length > 0);
       // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
       if (!tx.committed) {

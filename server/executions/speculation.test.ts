@@ -1,9 +1,10 @@
 /**
- * Speculative decisions (service.ts speculate, lazy-tx.ts): a worker's call.done on an execution
- * whose state this process wrote last is decided on the cached state and written with BEGIN, the
- * lock and COMMIT in one round trip. The write's guard makes it apply only while the log, the
- * lease and the API vars are what the decision saw; otherwise nothing is written and the event is
- * decided again under the lock. Two cores on one database stand for two replicas.
+ * Speculative decisions (service.ts speculate, lazy-tx.ts): workers' call.done events (one, or a
+ * group commit of several) on an execution whose state this process wrote last are decided on the
+ * cached state and written with BEGIN, the lock and COMMIT in one round trip. The write's guard
+ * makes it apply only while the log, every lease reported on and the API vars are what the
+ * decision saw; otherwise nothing is written and the events are decided again under the lock. Two
+ * cores on one database stand for two replicas.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedCommand } from '../../common/protocol.js';
@@ -27,6 +28,14 @@ beforeAll(async () => {
   a = await testCore(tdb.url, { hooks: secretsHooks });
   b = await testCore(tdb.url, { hooks: secretsHooks });
   await a.deps.catalog.register(chainPlaybook('s/chain', 6));
+  await a.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: loop, path: s/loop }
+workflow:
+  - step: items
+    loop: { in: "{{ [1, 2, 3, 4] }}", iterator: n, mode: async, max_in_flight: 4 }
+    tool: { kind: python, code: "result = n", args: { n: "{{ n }}" } }
+`);
 });
 afterAll(async () => {
   await a?.stop();
@@ -41,6 +50,15 @@ async function started(core: ServerCore): Promise<ClaimedCommand> {
   expect(msg?.data.execution_id).toBe(execution_id);
   msg.ack();
   return core.deps.executions.claim(msg.data.queue_id, { worker_id: 'w1' });
+}
+
+/** Starts the 4-item loop on `core` and claims its four commands there. */
+async function loopStarted(core: ServerCore): Promise<ClaimedCommand[]> {
+  const { execution_id } = await core.deps.executions.start({ path: 's/loop', payload: {} });
+  const msgs = await core.broker.fetch({ max: 4, expiresMs: 2000 });
+  expect(msgs.map((m) => m.data.execution_id)).toEqual([execution_id, execution_id, execution_id, execution_id]);
+  msgs.forEach((m) => m.ack());
+  return Promise.all(msgs.map((m) => core.deps.executions.claim(m.data.queue_id, { worker_id: 'w1' })));
 }
 
 /** Reports `cmd` done on `core` and takes the next command eagerly. */
@@ -148,5 +166,44 @@ describe('speculative decisions', () => {
     expect(service(a).speculations.redone).toBe(redone + 1);
     expect(s4.context.vars).toMatchObject({ colour: 'blue' });
     await consistent(a, id);
+  });
+
+  it('write a group commit of several events in one round trip, checking every lease it reports on', async () => {
+    const cmds = await loopStarted(a);
+    const id = cmds[0].execution_id;
+    const ex = service(a);
+    const before = { ...ex.speculations };
+    const tx0 = ex.groupCommits.transactions;
+    const report = (c: ClaimedCommand) => a.deps.executions.handleEvents([callDone(c, { response: c.args.n })], { claimNext });
+    // sent together: the first goes alone, the other two wait for it and go as one batch
+    const acks = await Promise.all(cmds.slice(0, 3).map(report));
+    expect(acks.map((k) => k.accepted)).toEqual([1, 1, 1]);
+    expect(ex.groupCommits.transactions - tx0).toBe(2);
+    expect(ex.speculations.oneTrip - before.oneTrip).toBe(2);
+    expect(ex.speculations.redone - before.redone).toBe(0);
+    await consistent(a, id);
+    expect((await a.deps.executions.get(id))?.status).toBe('running');
+    await a.deps.executions.cancel(id);
+  });
+
+  it('decide a batch again under the lock when any one of its leases was taken away', async () => {
+    const cmds = await loopStarted(a);
+    const id = cmds[0].execution_id;
+    const ex = service(a);
+    const before = { ...ex.speculations };
+    const tx0 = ex.groupCommits.transactions;
+    // the batch's second lease is no longer the worker's
+    await a.db.pool.query(`UPDATE queue SET lease_token = 'someone-else' WHERE queue_id = $1`, [cmds[2].queue_id]);
+    const report = (c: ClaimedCommand) => a.deps.executions.handleEvents([callDone(c, { response: c.args.n })], { claimNext });
+    const settled = await Promise.allSettled(cmds.slice(0, 3).map(report));
+    expect(ex.groupCommits.transactions - tx0).toBe(2); // the first alone, then [1, 2] together
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    expect((settled[2] as PromiseRejectedResult).reason).toMatchObject({ code: 'not_lease_holder' });
+    expect(ex.speculations.redone - before.redone).toBe(1);
+    const { rows } = await a.db.pool.query<{ queue_id: string; status: string }>(
+      'SELECT queue_id::text, status FROM queue WHERE execution_id = $1 ORDER BY queue_id', [id]);
+    expect(rows.map((r) => r.status)).toEqual(['done', 'done', 'leased', 'leased']);
+    await consistent(a, id);
+    await a.deps.executions.cancel(id);
   });
 });

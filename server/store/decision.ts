@@ -78,23 +78,26 @@ export interface DecisionWritten {
 
 /**
  * Whether what a speculative decision was made from is still current (executions/lazy-tx.ts): the
- * log's last seq, the lease of the call it reports on, and the API vars. A NULL last seq: not a
+ * log's last seq, the leases of the calls it reports on, and the API vars. A NULL last seq: not a
  * speculation (the caller read all three under the lock), true. Evaluated by a statement that
  * follows the execution lock's, so its snapshot holds every transaction that held the lock before.
- * `p` names the parameters: execution id, last seq, queue id, worker id, lease token, vars.
+ * `p` names the parameters: execution id, last seq, holders (a jsonb list of `{queue_id,
+ * worker_id, lease_token}`, every one of which must still hold its row), vars.
  */
-function guardSql(p: [string, string, string, string, string, string]): string {
-  const [id, lastSeq, queueId, workerId, token, vars] = p;
+function guardSql(p: [string, string, string, string]): string {
+  const [id, lastSeq, holders, vars] = p;
   return `${lastSeq}::integer IS NULL OR (
       (SELECT COALESCE(max(seq), 0) FROM event WHERE execution_id = ${id}) = ${lastSeq}::integer
-  AND EXISTS (SELECT 1 FROM queue WHERE queue_id = ${queueId}::bigint AND status = 'leased' AND worker_id = ${workerId}::text AND lease_token = ${token}::text)
+  AND NOT EXISTS (SELECT 1 FROM jsonb_to_recordset(${holders}::jsonb) AS h(queue_id bigint, worker_id text, lease_token text)
+       WHERE NOT EXISTS (SELECT 1 FROM queue q WHERE q.queue_id = h.queue_id AND q.status = 'leased'
+                            AND q.worker_id = h.worker_id AND q.lease_token = h.lease_token))
   AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
         WHERE execution_id = ${id} AND var_type <> 'step_result') = ${vars}::jsonb)`;
 }
 
 const SQL = `
 WITH ok AS (
-  SELECT ${guardSql(['$1', '$18', '$19', '$20', '$21', '$22'])} AS current
+  SELECT ${guardSql(['$1', '$18', '$19', '$20'])} AS current
 ), ev AS (
   INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
   SELECT $1, e.seq, e.name, e.step, e.command_id,
@@ -167,26 +170,32 @@ export const WRITE_DECISION_NAME = 'playflow.write_decision';
 /** The write as a session statement (db.ts), for a transaction sent in one simple query. */
 export const WRITE_DECISION_STATEMENT = sessionStatement('playflow_write_decision', [], SQL);
 
+/** A lease a speculative decision took as its event claimed it. */
+export interface GuardedLease {
+  queue_id: string;
+  worker_id: string;
+  lease_token: string;
+}
+
 /** What a speculative decision was made from: checked by the write, or alone by GUARD_STATEMENT. */
 export interface DecisionGuard {
   lastSeq: number;
-  queueId: string;
-  workerId: string;
-  leaseToken: string;
+  /** The leases of the calls the decision's events report on (one per queue row). */
+  holders: GuardedLease[];
   /** The API vars the decision saw (hooks.loadVars). */
   vars: JsonObject;
 }
 
 /** The guard on its own, for a speculative transaction whose first statement is not the write. */
-export const GUARD_STATEMENT = sessionStatement('playflow_decision_guard', ['bigint', 'integer', 'bigint', 'text', 'text', 'jsonb'],
-  `SELECT ${guardSql(['$1', '$2', '$3', '$4', '$5', '$6'])} AS current`);
+export const GUARD_STATEMENT = sessionStatement('playflow_decision_guard', ['bigint', 'integer', 'jsonb', 'jsonb'],
+  `SELECT ${guardSql(['$1', '$2', '$3', '$4'])} AS current`);
 
 /** GUARD_STATEMENT's values. */
 export function guardValues(executionId: string, guard: DecisionGuard): unknown[] {
-  return [executionId, guard.lastSeq, guard.queueId, guard.workerId, guard.leaseToken, JSON.stringify(guard.vars)];
+  return [executionId, guard.lastSeq, JSON.stringify(guard.holders), JSON.stringify(guard.vars)];
 }
 
-/** Where the guard's parameters start in the write's values (after the execution id, $18..$22). */
+/** Where the guard's parameters start in the write's values (after the execution id, $18..$20). */
 const GUARD_AT = 17;
 
 /** The write's values with `guard` in place of the NULLs writeDecision sends. */
@@ -326,7 +335,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
       JSON.stringify(sentSteps), x.terminal,
       w.snapshot ? w.snapshot.seq : null, snap ? snap.state : null, w.stepsChanged !== undefined,
       shared.param(), resultIdx ?? null, JSON.stringify(stepShares), JSON.stringify(snap?.values ?? {}), beside,
-      null, null, null, null, null, // the guard ($18..$22): not a speculation, unless lazy-tx.ts fills it in
+      null, null, null, // the guard ($18..$20): not a speculation, unless lazy-tx.ts fills it in
     ],
   });
   const r = rows[0];
