@@ -127,9 +127,16 @@ export interface Decision<S extends ExecutionStateView = ExecutionStateView> {
  * summaries on every decision made a step O(steps). The caller must not use `state.steps` as the
  * old map afterwards (the server keeps only the newest state; it drops its cache entry when a
  * transaction fails). Every summary the decision changes is still a new object.
+ *
+ * `owned`: the copies earlier decisions of a batch made (each decision adds its own), which this
+ * one may change in place instead of copying again. Pass one Set along decisions that each start
+ * from the previous one's state, and nothing else: the earlier states share those copies and are
+ * changed with them (a batch of loop items copied the loop's open commands and result chunk once
+ * per item).
  */
 export interface HandleOptions {
   reuseSteps?: boolean;
+  owned?: Set<object>;
 }
 
 export interface Engine<S extends ExecutionStateView = ExecutionStateView> {

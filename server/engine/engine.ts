@@ -699,13 +699,13 @@ export function handle(state: EngineState, playbook: Playbook, event: EngineEven
   if (event.name === 'execution.retry') {
     // only a failed or cancelled execution with unfinished runs can resume
     if ((state.status !== 'failed' && state.status !== 'cancelled') || !state.resume || Object.keys(state.resume).length === 0) return noop;
-    const b = new Builder(Draft.from(state, opts.reuseSteps), playbook, input);
+    const b = new Builder(Draft.from(state, opts.reuseSteps, opts.owned), playbook, input);
     b.retry(event);
     b.settle();
     return b.decision();
   }
   if (TERMINAL_STATUSES.includes(state.status)) return noop;
-  const b = new Builder(Draft.from(state, opts.reuseSteps), playbook, input);
+  const b = new Builder(Draft.from(state, opts.reuseSteps, opts.owned), playbook, input);
   switch (event.name) {
     case 'call.done': {
       const rec = findCommand(state, event);

@@ -189,21 +189,27 @@ export interface Effects {
 
 /** Copy-on-write helper: `mut(parent, key)` returns a child this draft may mutate. */
 export class Draft {
-  /** Objects this draft created (free to change in place). A Set, not a WeakSet: a draft lives for
-   *  one decision, and WeakSet insertions were most of the cost of starting one. */
-  private owned = new Set<object>();
   /** Steps whose summary this draft added or replaced (Decision.changed_steps). */
   readonly touchedSteps = new Set<string>();
+  /**
+   * Objects this draft (or, with HandleOptions.owned, an earlier decision of the batch) created:
+   * free to change in place. A Set, not a WeakSet: a draft lives for one decision or one batch,
+   * and WeakSet insertions were most of the cost of starting one.
+   */
   constructor(
     public s: EngineState,
     private readonly inPlace: boolean,
+    private readonly owned = new Set<object>(),
   ) {
     this.owned.add(s);
   }
 
-  /** `reuseSteps`: the caller gave up `state.steps`; the draft changes that map in place (see HandleOptions). */
-  static from(state: EngineState, reuseSteps = false): Draft {
-    const d = new Draft({ ...state }, false);
+  /**
+   * `reuseSteps`: the caller gave up `state.steps`; the draft changes that map in place. `owned`:
+   * copies earlier decisions made, changed in place too. See HandleOptions.
+   */
+  static from(state: EngineState, reuseSteps = false, owned?: Set<object>): Draft {
+    const d = new Draft({ ...state }, false, owned);
     if (reuseSteps && state.steps) d.owned.add(state.steps);
     return d;
   }

@@ -7,7 +7,10 @@
  *   - at the end, `fold(all events)` (also after a JSON round trip, as the server stores them)
  *     deep-equals the incrementally maintained state;
  *   - a second chain of states, each decided with `reuseSteps` (the steps map changed in place, as
- *     the server does), decides the same events and deep-equals the copy-on-write state throughout.
+ *     the server does) and, in groups of SHADOW_BATCH decisions, one `owned` set (the copies an
+ *     earlier decision of a group commit made are changed in place), decides the same events and
+ *     deep-equals the copy-on-write state throughout; its events, compared again at the end, were
+ *     not changed by the decisions after them.
  * Used by the engine's tests; the server's tests may use it too. No test framework inside.
  */
 import { deepStrictEqual, strictEqual } from 'node:assert';
@@ -71,6 +74,9 @@ export interface ScenarioResult {
 
 export const T0 = 1_700_000_000_000;
 
+/** Decisions the shadow chain makes with one `owned` set, as the server's group commit does. */
+const SHADOW_BATCH = 3;
+
 function checkDecision(prev: EngineState | undefined, d: Decision<EngineState>, incoming?: EngineEvent): void {
   if (incoming && d.events.length) {
     strictEqual(d.events[0].name, incoming.name, 'a recorded decision begins with the incoming event');
@@ -102,6 +108,9 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
   let queue: Command[] = [...first.commands];
   // the chain the server keeps: each state handed to the next decision with its steps map
   let shadow = JSON.parse(JSON.stringify(first.state)) as EngineState;
+  let shadowOwned = new Set<object>();
+  let shadowDecisions = 0;
+  const shadowEvents: EngineEvent[] = [...first.events];
   const perStep: Record<string, number> = {};
   const trackOpen = (): void => {
     const counts: Record<string, number> = {};
@@ -122,9 +131,11 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     const again = handle(JSON.parse(JSON.stringify(prev)) as EngineState, playbook, ev, input());
     deepStrictEqual(again.events, d.events, 'a JSON snapshot of the state decides the same events');
     const shadowMap = shadow.steps;
-    const reused = handle(shadow, playbook, ev, input(), { reuseSteps: true });
-    deepStrictEqual(reused.events, d.events, 'deciding with reuseSteps gives the same events');
-    deepStrictEqual(reused.state, d.state, 'deciding with reuseSteps gives the same state');
+    if (shadowDecisions++ % SHADOW_BATCH === 0) shadowOwned = new Set();
+    const reused = handle(shadow, playbook, ev, input(), { reuseSteps: true, owned: shadowOwned });
+    deepStrictEqual(reused.events, d.events, 'deciding with reuseSteps (and a batch\'s owned copies) gives the same events');
+    deepStrictEqual(reused.state, d.state, 'deciding with reuseSteps (and a batch\'s owned copies) gives the same state');
+    shadowEvents.push(...reused.events);
     if (d.events.length) strictEqual(reused.state.steps, shadowMap, 'reuseSteps changes the steps map in place');
     for (const name of Object.keys(d.state.steps)) {
       if (!(reused.changed_steps ?? []).includes(name) && prev.steps[name] === undefined) throw new Error(`summary ${name} added but not named changed`);
@@ -188,6 +199,7 @@ export function runScenario(playbook: Playbook, worker: FakeWorker, opts: Scenar
     for (const [at, extra] of opts.inject ?? []) if (at === answered) apply(extra);
     if (opts.cancelAfter === answered) apply({ name: 'execution.cancel', step: null, payload: { reason: 'user' } });
   }
+  deepStrictEqual(shadowEvents, res.events, 'later decisions left the events of earlier ones (owned copies) as they were');
   deepStrictEqual(fold(res.events), res.state, 'fold(all events) equals the incremental state');
   deepStrictEqual(fold(JSON.parse(JSON.stringify(res.events)) as EngineEvent[]), res.state, 'fold survives a JSON round trip');
   return res;

@@ -23,8 +23,8 @@ import type { BatchItem, EagerClaim, EventOutcome, ItemOutcome, LeaseHolder, Loa
 export interface DecisionBatchDeps {
   hooks: ExecutionHooks;
   writer: DecisionWriter;
-  /** The engine's decision on `state` (which it may change in place: see handOver). */
-  handle(state: ExecutionStateView, playbook: Playbook, event: EngineEvent, now: number, externalVars: JsonObject): Decision;
+  /** The engine's decision on `state` (which it may change in place: see handOver); `owned` see HandleOptions. */
+  handle(state: ExecutionStateView, playbook: Playbook, event: EngineEvent, now: number, externalVars: JsonObject, owned?: Set<object>): Decision;
   /** Drops the cached state that shares the loaded steps map, before the engine changes it. */
   handOver(executionId: string): void;
 }
@@ -74,6 +74,11 @@ export class DecisionBatch {
   private readonly reserved: string[];
   /** Leases taken for a run of consecutive claims (one UPDATE), by batch index. */
   private readonly leased = new Map<number, QueueRow | null>();
+  /**
+   * The copies the batch's decisions made of the state's parts (HandleOptions.owned): each decision
+   * starts from the previous one's state, so a later one changes them in place.
+   */
+  private readonly owned = new Set<object>();
 
   constructor(private readonly s: DecisionBatchDeps, tx: DecisionBatchTx) {
     this.client = tx.client;
@@ -174,7 +179,7 @@ export class DecisionBatch {
       this.varsChanged = false;
     }
     this.s.handOver(this.id);
-    const decision = this.s.handle(this.state, this.loaded.playbook, event, this.now, this.externalVars);
+    const decision = this.s.handle(this.state, this.loaded.playbook, event, this.now, this.externalVars, this.owned);
     this.touch(decision);
     if (await this.s.writer.sideEffects(this.client, this.id, decision, this.closes)) this.varsChanged = true;
     this.events.push(...decision.events);
