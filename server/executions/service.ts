@@ -172,6 +172,8 @@ export class PgExecutionService implements ExecutionService {
   private readonly batchDeps: DecisionBatchDeps;
   /** Group-commit counters (tests, diagnostics): transactions committed and requests they carried. */
   readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0, ms: 0 };
+  /** Reads of an execution whose step summaries came from the state cache (get). */
+  readonly reads = { fromCache: 0 };
   /** Speculative decisions (tests, diagnostics): written in one round trip, in an opened transaction, or decided again under the lock. */
   readonly speculations = { oneTrip: 0, opened: 0, redone: 0 };
   private readonly speculation: boolean;
@@ -356,6 +358,20 @@ export class PgExecutionService implements ExecutionService {
   async get(executionId: string, opts: { steps?: boolean } = {}): Promise<ExecutionRecord | null> {
     const id = parseId(executionId);
     if (!id) return null; // well-formed (the edge checked) but no execution has it: 0, or beyond int64
+    if (opts.steps !== false && this.loader.stateCache.has(id)) {
+      // A running execution this process wrote last (a client polling it, a long poll): the step
+      // summaries are the cached state's when the log has nothing newer, instead of aggregating
+      // every summary row in PostgreSQL and parsing them here on each read.
+      const row = await execStore.getWithLastSeq(this.db.pool, id);
+      if (!row) return null;
+      const cached = this.loader.stateCache.get(id); // after the read: a commit in between shows as a newer seq
+      if (cached && cached.seq === row.last_seq) {
+        this.reads.fromCache++;
+        // a copy: the next decision changes the cached map in place (REUSE_STEPS); summaries are replaced, never changed
+        row.steps = execStore.orderedSteps(cached.state.steps);
+        return execStore.toRecord(row);
+      }
+    }
     const row = await execStore.get(this.db.pool, id, opts);
     return row ? execStore.toRecord(row) : null;
   }

@@ -12,6 +12,7 @@ import type { TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import type { PgExecutionService } from './service.js';
 import { secretsHooks } from '../secrets/hooks.js';
+import * as execStore from '../store/executions.js';
 import * as vars from '../store/vars.js';
 import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
 
@@ -28,6 +29,16 @@ beforeAll(async () => {
   a = await testCore(tdb.url, { hooks: secretsHooks });
   b = await testCore(tdb.url, { hooks: secretsHooks });
   await a.deps.catalog.register(chainPlaybook('s/chain', 6));
+  // names whose stored order (code points: length, then value) differs from JavaScript's UTF-16 order
+  const names = ['start', 'zz', '𝔸', 'ümlaut', 'b', 'end'];
+  await a.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: names, path: s/names }
+workflow:
+${names.map((n, i) => `  - step: "${n}"
+    tool: { kind: python, code: "result = 1" }${i < names.length - 1 ? `
+    next: "${names[i + 1]}"` : ''}`).join('\n')}
+`);
   await a.deps.catalog.register(`apiVersion: playflow.io/v2
 kind: Playbook
 metadata: { name: loop, path: s/loop }
@@ -44,8 +55,8 @@ afterAll(async () => {
 });
 
 /** Starts a chain on `core` and claims its first command there. */
-async function started(core: ServerCore): Promise<ClaimedCommand> {
-  const { execution_id } = await core.deps.executions.start({ path: 's/chain', payload: {} });
+async function started(core: ServerCore, path = 's/chain'): Promise<ClaimedCommand> {
+  const { execution_id } = await core.deps.executions.start({ path, payload: {} });
   const [msg] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
   expect(msg?.data.execution_id).toBe(execution_id);
   msg.ack();
@@ -204,6 +215,28 @@ describe('speculative decisions', () => {
       'SELECT queue_id::text, status FROM queue WHERE execution_id = $1 ORDER BY queue_id', [id]);
     expect(rows.map((r) => r.status)).toEqual(['done', 'done', 'leased', 'leased']);
     await consistent(a, id);
+    await a.deps.executions.cancel(id);
+  });
+
+  it('read a running execution this process wrote with the cached step summaries, equal to the stored ones', async () => {
+    let cmd = (await started(a, 's/names'))!;
+    const id = cmd.execution_id;
+    for (let i = 0; i < 4; i++) cmd = (await done(a, cmd))!; // start, zz, 𝔸, ümlaut done; b running
+    const ex = service(a);
+    const stored = async () => execStore.toRecord((await execStore.get(a.db.pool, id))!);
+    const before = ex.reads.fromCache;
+    const cachedRead = (await a.deps.executions.get(id))!;
+    expect(ex.reads.fromCache).toBe(before + 1);
+    const expected = await stored();
+    expect(cachedRead).toEqual(expected);
+    expect(Object.keys(cachedRead.steps)).toEqual(Object.keys(expected.steps));
+    expect(Object.keys(expected.steps)).toEqual(['b', '𝔸', 'zz', 'start', 'ümlaut'].filter((k) => k in expected.steps));
+    // another replica writes: this one's cache is behind, and its read aggregates the stored rows
+    await done(b, cmd);
+    const after = (await a.deps.executions.get(id))!;
+    expect(ex.reads.fromCache).toBe(before + 1);
+    expect(after).toEqual(await stored());
+    expect(after.steps.b?.status).toBe('completed');
     await a.deps.executions.cancel(id);
   });
 });

@@ -108,6 +108,37 @@ export async function get(q: Queryable, executionId: string, opts: { steps?: boo
   return current(rows[0]) ?? null;
 }
 
+/**
+ * The execution row without its step summaries (`steps` is `{}`) and the log's last seq: for a
+ * reader that holds the state as of that seq and takes the summaries from it (service.get).
+ */
+export async function getWithLastSeq(q: Queryable, executionId: string): Promise<(ExecutionRow & { last_seq: number | null }) | null> {
+  const { rows } = await q.query<RowWithSteps & { last_seq: number | null }>(
+    `SELECT e.*, '{}'::jsonb AS steps_now, (SELECT max(seq) FROM event WHERE execution_id = e.execution_id) AS last_seq
+       FROM execution e WHERE e.execution_id = $1`, [executionId]);
+  return current(rows[0]) ?? null;
+}
+
+/** Code points of a step name: PostgreSQL's length() and its "C" (UTF-8 byte) order. */
+function codePoints(s: string): number[] {
+  const out: number[] = [];
+  for (const ch of s) out.push(ch.codePointAt(0)!);
+  return out;
+}
+
+/** Step summaries keyed in the order `stepsOf` aggregates them (shorter names first, then bytes). */
+export function orderedSteps(steps: Record<string, StepSummary>): Record<string, StepSummary> {
+  const keys = Object.keys(steps).map((k) => ({ k, cp: codePoints(k) }));
+  keys.sort((a, b) => {
+    if (a.cp.length !== b.cp.length) return a.cp.length - b.cp.length;
+    for (let i = 0; i < a.cp.length; i++) if (a.cp[i] !== b.cp[i]) return a.cp[i] - b.cp[i];
+    return 0;
+  });
+  const out: Record<string, StepSummary> = {};
+  for (const { k } of keys) out[k] = steps[k];
+  return out;
+}
+
 export async function insert(q: Queryable, e: {
   catalog_id: string; path: string; version: number; payload: JsonObject;
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;
