@@ -146,6 +146,8 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const runtime = new PgRuntimeService(db);
   const waiters = new ExecutionWaiters({ connectionString: config.databaseUrl, applicationName: `playflow-listen ${serverName}`, logger: log });
   executions.onEnded = (id, ended) => waiters.ended(id, ended);
+  executions.onEnding = (id) => waiters.ending(id);
+  executions.onEndAbandoned = (id) => waiters.notEnded(id);
   const schedules = new ScheduleService(db);
   const ticker = new ScheduleTicker({ db, executions, logger: log, intervalMs: config.scheduleIntervalMs });
   const deps: ServerDeps = {

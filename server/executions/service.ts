@@ -162,6 +162,13 @@ export class PgExecutionService implements ExecutionService {
   readonly valuesGate: ValuesGate;
   /** Set by the core: after the commit that ended an execution, its outcome to this process's waiters. */
   onEnded?: (executionId: string, ended: Ended) => void;
+  /**
+   * Set by the core: a transaction that ends the execution is about to commit in this process
+   * (its waiters here wait for onEnded rather than read the row when the NOTIFY comes first), and
+   * such a transaction that did not commit, or whose outcome is unknown (they read it then).
+   */
+  onEnding?: (executionId: string) => void;
+  onEndAbandoned?: (executionId: string) => void;
   /** Per execution with a group commit running: the requests waiting for the next one. */
   private readonly batcher = new KeyedBatcher<BatchItem>((executionId, batch) => this.commitBatch(executionId, batch));
   private readonly children: Children;
@@ -578,6 +585,7 @@ export class PgExecutionService implements ExecutionService {
     for (const { id } of ctx.terminated) {
       const row = ctx.cache.get(id)?.row;
       if (row && this.onEnded) this.onEnded(id, { status: row.status, result: row.result, error: row.error, finished_at: iso(row.finished_at) ?? null });
+      else this.onEndAbandoned?.(id);
     }
     if (ctx.toPublish.length) await this.outbox.publish(ctx.toPublish);
     for (const { openChildren } of ctx.terminated) await this.children.cancel(openChildren);
@@ -589,8 +597,13 @@ export class PgExecutionService implements ExecutionService {
       const ctx = newCtx();
       let value: T;
       try {
-        value = await this.db.tx((client, begun) => fn(client, ctx, begun), { begin: opts.begin, prepare: opts.prepare });
+        value = await this.db.tx(async (client, begun) => {
+          const v = await fn(client, ctx, begun);
+          this.ending(ctx); // the COMMIT goes next
+          return v;
+        }, { begin: opts.begin, prepare: opts.prepare });
       } catch (err) {
+        this.abandoned(ctx);
         const code = (err as { code?: string }).code;
         const retry = attempt < 4 && (RETRYABLE.has(code ?? '') ||
           (opts.retryUniqueChild && code === '23505' && (err as { constraint?: string }).constraint === 'execution_parent_command'));
@@ -600,6 +613,16 @@ export class PgExecutionService implements ExecutionService {
       this.committed(ctx);
       return { value, ctx };
     }
+  }
+
+  /** The transaction's ends are about to commit (onEnding). */
+  private ending(ctx: TxCtx): void {
+    for (const { id } of ctx.terminated) this.onEnding?.(id);
+  }
+
+  /** The transaction's ends did not commit, or may not have (onEndAbandoned). */
+  private abandoned(ctx: TxCtx): void {
+    for (const { id } of ctx.terminated) this.onEndAbandoned?.(id);
   }
 
   /** Right after a commit: the states and queue rows it wrote become this process's cache. */
@@ -716,9 +739,11 @@ export class PgExecutionService implements ExecutionService {
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);
+      this.ending(ctx);
       await tx.finish(ctx.terminated.length > 0);
       // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
       if (!tx.committed) {
+        this.abandoned(ctx);
         this.loader.stateCache.delete(executionId);
         this.speculations.redone++;
         return null;
@@ -726,6 +751,7 @@ export class PgExecutionService implements ExecutionService {
       if (tx.opened) this.speculations.opened++;
       else this.speculations.oneTrip++;
     } catch (err) {
+      this.abandoned(ctx);
       await tx.abort();
       this.loader.stateCache.delete(executionId);
       // a stale write wrote nothing, even when it went with its COMMIT; a connection lost after a

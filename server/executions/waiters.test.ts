@@ -150,6 +150,43 @@ describe('ExecutionWaiters', () => {
     expect(fullReads).toBe(2);
   });
 
+  it('an end this process is committing: its NOTIFY does not wake the waiters here (the outcome is handed over); an end that did not commit wakes them to read', async () => {
+    const here = await waiters();
+    const other = await waiters(); // another replica: woken by the NOTIFY as always
+    const heard = async (w: ExecutionWaiters, n: number) => {
+      for (let i = 0; i < 2000 && w.stats.notifications < n; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(w.stats.notifications).toBe(n);
+    };
+    const mine = here.subscribe('808');
+    const theirs = other.subscribe('808');
+    here.ending('808');
+    const [h0, o0] = [here.stats.notifications, other.stats.notifications];
+    await notifyEnded(pool, '808'); // the commit's NOTIFY, read before the committing connection's reply
+    await heard(here, h0 + 1);
+    await heard(other, o0 + 1);
+    expect(await woken(mine)).toBe(false);
+    expect(await woken(theirs)).toBe(true);
+    const ended: Ended = { status: 'completed', result: 1, error: null, finished_at: '2026-11-25T00:00:00.000Z' };
+    here.ended('808', ended);
+    expect(await woken(mine)).toBe(true);
+    expect(mine.ended).toBe(ended);
+    // after ended(), a late NOTIFY wakes as usual
+    await notifyEnded(pool, '808');
+    await heard(here, h0 + 2);
+    expect(await woken(mine)).toBe(true);
+    mine.close();
+    theirs.close();
+    // a rolled-back or unknown end: the waiters read
+    const again = here.subscribe('811');
+    here.ending('811');
+    here.notEnded('811');
+    expect(await woken(again)).toBe(true);
+    expect(again.ended).toBeUndefined();
+    here.notEnded('811'); // no announced end left: nothing to wake
+    expect(await woken(again)).toBe(false);
+    again.close();
+  });
+
   it('awaitEnd answers the current state at the deadline, and at once when aborted', async () => {
     const w = await waiters();
     const read = async () => ({ status: 'running' });

@@ -121,6 +121,8 @@ export interface ExecutionWaitersOptions {
 /** The process's LISTEN session and its in-memory waiters. */
 export class ExecutionWaiters implements ExecutionWaiter {
   private readonly byId = new Map<string, Set<Subscription>>();
+  /** Executions whose ending transaction this process is committing (see ending). */
+  private readonly endingHere = new Set<string>();
   private readonly log: Logger;
   private client: pg.Client | null = null;
   private connecting: Promise<void> | null = null;
@@ -190,11 +192,28 @@ export class ExecutionWaiters implements ExecutionWaiter {
   }
 
   /**
+   * A transaction that ends `executionId` is about to commit in this process: until `ended` or
+   * `notEnded`, its NOTIFY does not wake the waiters here. The NOTIFY is delivered at the commit and
+   * can be read before the committing connection's reply; a waiter woken by it would read the row
+   * back although the outcome is about to be handed over (a large result read and parsed for
+   * nothing).
+   */
+  ending(executionId: string): void {
+    this.endingHere.add(executionId);
+  }
+
+  /**
    * The commit that ended `executionId` ran in this process: its waiters here answer with `ended`
    * (the NOTIFY still wakes those of other replicas, and these again, harmlessly).
    */
   ended(executionId: string, ended: Ended): void {
+    this.endingHere.delete(executionId);
     for (const s of this.byId.get(executionId) ?? []) s.wake(false, ended);
+  }
+
+  /** The transaction announced by `ending` did not commit, or its outcome is unknown: waiters read. */
+  notEnded(executionId: string): void {
+    if (this.endingHere.delete(executionId)) this.wake(executionId);
   }
 
   private wakeAll(final = false): void {
@@ -218,7 +237,7 @@ export class ExecutionWaiters implements ExecutionWaiter {
     client.on('notification', (n) => {
       if (n.channel !== EXECUTION_ENDED_CHANNEL || !n.payload) return;
       this.stats.notifications++;
-      this.wake(n.payload);
+      if (!this.endingHere.has(n.payload)) this.wake(n.payload);
     });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));
