@@ -79,6 +79,13 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const workers: ChildProcess[] = [];
   /** Other server processes (startServer): stopped with the workers by close(). */
   const servers: ChildProcess[] = [];
+  // A process that exits without close() (an uncaught error in a test or a bench) takes its
+  // children with it: left running, they pulled from their consumers and took CPU from every
+  // later run on the machine.
+  const killChildren = () => {
+    for (const c of [...workers, ...servers]) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  };
+  process.once('exit', killChildren);
 
   const startWorker = async (extraEnv: NodeJS.ProcessEnv = {}) => {
     // PLAYFLOW_WORKER_NODE_ARGS: node flags for the worker processes, e.g. `--cpu-prof` when
@@ -141,6 +148,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     startServer: startServerProcess,
     cli,
     async close() {
+      process.off('exit', killChildren);
       await Promise.all(
         [...workers, ...servers].map(
           (w) =>
