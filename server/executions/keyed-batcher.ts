@@ -14,6 +14,11 @@ export class KeyedBatcher<I> {
 
   constructor(private readonly apply: (key: string, batch: I[]) => Promise<void>, private readonly max = MAX_BATCH) {}
 
+  /** A batch of `key` is running (its items were accepted, so what the key names exists). */
+  busy(key: string): boolean {
+    return this.waiting.has(key);
+  }
+
   add(key: string, item: I): void {
     const queue = this.waiting.get(key);
     if (queue) {

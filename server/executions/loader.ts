@@ -25,32 +25,14 @@ export class ExecutionLoader {
    */
   readonly stateCache: Lru<string, CachedState>;
   readonly playbooks = new Map<string, Playbook>();
-  /**
-   * Running executions this process wrote: they exist (retention deletes only ended ones). Unlike
-   * the state cache, an entry stays while a transaction of the execution runs (the state's entry is
-   * handed over then), so a worker's event arriving meanwhile needs no existence query.
-   */
-  private readonly running: Lru<string, true>;
 
   constructor(private readonly engine: Engine<ExecutionStateView>, private readonly snapshots: boolean, stateCacheSize: number) {
     this.stateCache = new Lru(stateCacheSize);
-    this.running = new Lru(stateCacheSize);
   }
 
   remember(id: string, entry: CachedState) {
-    if (isTerminal(entry.state.status)) {
-      // nothing more will happen to it (normally)
-      this.stateCache.delete(id);
-      this.running.delete(id);
-    } else {
-      this.stateCache.set(id, entry);
-      this.running.set(id, true);
-    }
-  }
-
-  /** The execution is known to exist without a query (see running). */
-  knownToExist(id: string): boolean {
-    return this.running.has(id) || this.stateCache.has(id);
+    if (isTerminal(entry.state.status)) this.stateCache.delete(id); // nothing more will happen to it (normally)
+    else this.stateCache.set(id, entry);
   }
 
   async playbookFor(client: pg.PoolClient, catalogId: string): Promise<Playbook> {

@@ -422,8 +422,9 @@ export class PgExecutionService implements ExecutionService {
     });
 
     // Existence checks before anything is applied; executions and queue rows this process knows
-    // (they are never deleted while running) skip the query.
-    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.knownToExist(id));
+    // (they are never deleted while running) skip the query. A group commit hands its execution's
+    // cache entry over while it runs, and events arriving then are most of them under load.
+    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.stateCache.has(id) && !this.batcher.busy(id));
     if (execIds.length) {
       const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
       const known = new Set(found.map((r) => r.execution_id));
