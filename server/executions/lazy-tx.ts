@@ -27,7 +27,6 @@ import { LOCK_STATEMENT } from './helpers.js';
 /** Above this, a write's parameters are bound rather than inlined: PostgreSQL lexes a literal it parses. */
 const MAX_INLINE_CHARS = 256 * 1024;
 
-
 /**
  * A parameter as an SQL literal (EXECUTE's arguments: a simple query binds none). Not pg's
  * escapeLiteral, which builds the literal a character at a time: for a step's few KB of JSON

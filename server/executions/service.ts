@@ -127,6 +127,9 @@ function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
   return [...byRow.values()];
 }
 
+/** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
+const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+
 const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], terminated: [], cache: new Map() });
 
 /** Most events and claims of one execution applied in one group-commit transaction. */
@@ -676,7 +679,7 @@ export class PgExecutionService implements ExecutionService {
         this.settle(batch, outcomes, ctx, t0);
         return;
       }
-      const reserve = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+      const reserve = eagerWanted(batch);
       const holders = [...new Set(batch.flatMap((it) => (it.kind === 'event' && it.holder ? [it.holder.queueId] : [])))];
       const prelude = groupCommitPrelude(this.hooks, executionId, reserve, holders);
       ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)), { begin: prelude.sql, prepare: prelude.prepare }));
@@ -725,7 +728,7 @@ export class PgExecutionService implements ExecutionService {
     if (!holders) return null;
     const cached = this.loader.stateCache.get(executionId);
     if (!cached?.vars) return null;
-    const want = batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+    const want = eagerWanted(batch);
     // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
     const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
     if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
