@@ -1,11 +1,12 @@
 /**
- * The transaction helper's session statements against the real PostgreSQL: prepared with the first
+ * The transaction helper against the real PostgreSQL. Session statements: prepared with the first
  * BEGIN of a connection that lacks them, never twice on one connection, and a connection whose
- * prelude failed after some PREPAREs ran is dropped instead of being handed out again.
+ * prelude failed after some PREPAREs ran is dropped instead of being handed out again. Commit
+ * rules: the statement the rules call last goes with COMMIT in one round trip.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
-import { createDb, sessionStatement, type ClosableDb } from './db.js';
+import { createTestDatabase, recordQueries, type TestDatabase } from '../test/helpers/pg.js';
+import { canCommitWith, createDb, sessionStatement, type ClosableDb, type CommitRules } from './db.js';
 
 let tdb: TestDatabase;
 let db: ClosableDb;
@@ -16,6 +17,7 @@ const BACKEND = 'SELECT pg_backend_pid() AS pid, (SELECT count(*)::int FROM pg_p
 beforeAll(async () => {
   tdb = await createTestDatabase('pfdb');
   db = createDb(tdb.url, { max: 1 });
+  await db.pool.query('CREATE TABLE t (v integer PRIMARY KEY)');
 });
 
 afterAll(async () => {
@@ -49,5 +51,65 @@ describe('tx with session statements', () => {
     }, { begin: other.execute(), prepare: [TWICE, other] });
     expect(after.pid).not.toBe(before.pid);
     expect(after.n).toBe(1);
+  });
+});
+
+describe('tx with commit rules', () => {
+  const INSERT_T = sessionStatement('test_insert_t', ['integer'], 'INSERT INTO t VALUES ($1) RETURNING v');
+  /** `INSERT INTO t` statements with a parameter are last: sent as EXECUTE of INSERT_T with COMMIT. */
+  const rules = (announced: string[]): CommitRules => ({
+    last: (config, values) => typeof config === 'string' && config.startsWith('INSERT INTO t') && values ? { sql: INSERT_T.execute(String(values![0])), prepare: [INSERT_T] } : null,
+    beforeCommit: () => announced.push('commit'),
+  });
+  const sent = async <T>(fn: () => Promise<T>) => {
+    const r = await recordQueries(fn);
+    return { value: r.value, texts: r.sent };
+  };
+  const stored = async () => (await db.pool.query('SELECT v FROM t ORDER BY v')).rows.map((r) => r.v);
+
+  it('sends the last statement with COMMIT in one round trip, announced before it goes, and nothing after', async () => {
+    const announced: string[] = [];
+    const { value, texts } = await sent(() => db.tx(async (client) => {
+      await client.query('SELECT 1');
+      const r = await client.query('INSERT INTO t VALUES ($1)', [1]);
+      announced.push('inserted');
+      await expect(client.query('SELECT 2')).rejects.toThrow(/after the transaction committed/);
+      return r.rows;
+    }, { commit: rules(announced) }));
+    expect(value).toEqual([{ v: 1 }]);
+    expect(announced).toEqual(['commit', 'inserted']);
+    expect(texts).toEqual(['BEGIN', 'SELECT 1', `${INSERT_T.text}; ${INSERT_T.execute('1')}; COMMIT`]);
+    expect(await stored()).toEqual([1]);
+  });
+
+  it('commits as usual when the last statement is not one the rules know', async () => {
+    const { texts } = await sent(() => db.tx((client) => client.query('INSERT INTO t SELECT 2'), { commit: { last: () => null } }));
+    expect(texts).toEqual(['BEGIN', 'INSERT INTO t SELECT 2', 'COMMIT']);
+    expect(await stored()).toEqual([1, 2]);
+  });
+
+  it('queryAndCommit sends statements and COMMIT together and answers their results without COMMIT\'s', async () => {
+    const { value, texts } = await sent(() => db.tx(async (client) => {
+      expect(canCommitWith(client)).toBe(true);
+      if (!canCommitWith(client)) return [];
+      return (await client.queryAndCommit('INSERT INTO t VALUES (3); SELECT count(*)::int AS n FROM t')).map((r) => r.rows);
+    }, { commit: {} }));
+    expect(value).toEqual([[], [{ n: 3 }]]);
+    expect(texts).toEqual(['BEGIN', 'INSERT INTO t VALUES (3); SELECT count(*)::int AS n FROM t; COMMIT']);
+    expect(await stored()).toEqual([1, 2, 3]);
+  });
+
+  it('rolls everything back when the last statement fails: its COMMIT never ran', async () => {
+    await expect(db.tx(async (client) => {
+      await client.query('INSERT INTO t VALUES (10)');
+      await client.query('INSERT INTO t VALUES ($1)', [1]); // duplicate key
+    }, { commit: rules([]) })).rejects.toThrow(/duplicate key/);
+    expect(await stored()).toEqual([1, 2, 3]);
+    // the connection is usable again
+    expect(await db.tx(async (client) => (await client.query('SELECT 5 AS v')).rows[0].v)).toBe(5);
+  });
+
+  it('gives no queryAndCommit without commit rules', async () => {
+    expect(await db.tx(async (client) => canCommitWith(client))).toBe(false);
   });
 });

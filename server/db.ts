@@ -101,6 +101,35 @@ export interface TxOptions {
   begin?: string;
   /** Session statements `begin` EXECUTEs: prepared first, in the same round trip, on a connection that lacks them. */
   prepare?: readonly SessionStatement[];
+  /** The transaction's last statement may carry its COMMIT: see CommitRules. */
+  commit?: CommitRules;
+}
+
+/**
+ * How a transaction's last statement takes its COMMIT along, saving the round trip COMMIT alone
+ * costs (TxOptions.commit). The function's client then commits early in two cases: a statement
+ * that `last` recognises, and `queryAndCommit` (see `committingClient`). Nothing may run after
+ * either; the COMMIT that would follow the function is then not sent.
+ */
+export interface CommitRules {
+  /**
+   * A statement after which the transaction never runs another, as simple-query text (its
+   * parameters inlined as literals) with the session statements it EXECUTEs; null: an ordinary one.
+   */
+  last?(config: pg.QueryConfig | string, values?: unknown[]): { sql: string; prepare: readonly SessionStatement[] } | null;
+  /** Called right before a COMMIT goes out with a statement. */
+  beforeCommit?(): void;
+}
+
+/** A transaction's client that can send its last statement with the COMMIT (CommitRules). */
+export interface CommittingClient {
+  /** Runs a simple query (one or more statements, no parameters), then COMMIT, in one round trip; its results without COMMIT's. */
+  queryAndCommit(sql: string): Promise<pg.QueryResult[]>;
+}
+
+/** Whether `client` is a transaction's client that can commit with its last statement. */
+export function canCommitWith(client: unknown): client is CommittingClient {
+  return typeof (client as Partial<CommittingClient> | null)?.queryAndCommit === 'function';
 }
 
 /**
@@ -177,10 +206,52 @@ async function begin(pool: pg.Pool, opts: TxOptions): Promise<{ client: pg.PoolC
   }
 }
 
+/**
+ * `conn` as the transaction's client under `rules`: a statement `rules.last` recognises, or
+ * `queryAndCommit`, goes with COMMIT in one simple query. `committed` tells whether one did (an
+ * error of that query means the COMMIT did not run, unless the connection was lost: unknown, as a
+ * lost COMMIT always is).
+ */
+export function committingClient(conn: pg.PoolClient, rules: CommitRules): { client: pg.PoolClient & CommittingClient; committed(): boolean } {
+  let committed = false;
+  const withCommit = async (sql: string, prepare: readonly SessionStatement[] = []): Promise<pg.QueryResult[]> => {
+    if (committed) throw new Error('a statement after the transaction committed');
+    const session = sessionStatements(conn, prepare);
+    rules.beforeCommit?.();
+    committed = true;
+    let results: pg.QueryResult[];
+    try {
+      results = (await conn.query(`${session.prefix}${sql}; COMMIT`)) as unknown as pg.QueryResult[];
+    } catch (err) {
+      // nothing after a failed statement ran: not the COMMIT either (a lost connection: unknown)
+      committed = false;
+      throw err;
+    }
+    session.done();
+    return results.slice(session.missing, -1);
+  };
+  const client = {
+    async query(config: pg.QueryConfig | string, values?: unknown[]) {
+      if (committed) throw new Error('a statement after the transaction committed');
+      const last = rules.last?.(config, values);
+      if (last) return withCommit(last.sql, last.prepare).then((r) => r[r.length - 1]);
+      return conn.query(config as pg.QueryConfig, values);
+    },
+    queryAndCommit: (sql: string) => withCommit(sql),
+  };
+  return { client: client as unknown as pg.PoolClient & CommittingClient, committed: () => committed };
+}
+
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts: TxOptions = {}): Promise<T> {
   const { client, begun } = await begin(pool, opts);
   let broken = false;
   try {
+    if (opts.commit) {
+      const c = committingClient(client, opts.commit);
+      const out = await fn(c.client, begun);
+      if (!c.committed()) await client.query('COMMIT');
+      return out;
+    }
     const out = await fn(client, begun);
     await client.query('COMMIT');
     return out;

@@ -14,6 +14,7 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
+import { canCommitWith } from '../db.js';
 import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
@@ -136,7 +137,8 @@ export class DecisionWriter {
   /**
    * The execution became terminal in this transaction: close its queue, the hooks' cleanup, the
    * NOTIFY that wakes long polls (executions/waiters.ts) on every replica at commit — in one round
-   * trip when the hooks give their cleanup as SQL — then tell the parent.
+   * trip when the hooks give their cleanup as SQL, with the COMMIT too when the transaction's client
+   * can send it and nothing follows (no parent to tell) — then tell the parent.
    */
   async ended(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): Promise<void> {
     const id = row.execution_id;
@@ -146,11 +148,17 @@ export class DecisionWriter {
     const lit = idLiteral(id);
     // a simple query: each statement answers in order, the queue's UPDATE first, the children last
     const sql = [queueStore.cancelOpenSql(lit), hookSql, execStore.notifyEndedSql(id), execStore.openChildrenSql(lit)].filter(Boolean).join('; ');
-    const results = (await client.query(sql)) as unknown as pg.QueryResult[];
+    const hasParent = Boolean(row.parent_execution_id) && row.parent_command_id !== null;
+    // listed before the query: a COMMIT sent with it is announced (service.ts `ending`) and, if it fails, withdrawn
+    const ending = { id, openChildren: [] as string[] };
+    ctx.terminated.push(ending);
+    const results = !hasParent && canCommitWith(client)
+      ? await client.queryAndCommit(sql)
+      : (await client.query(sql)) as unknown as pg.QueryResult[];
     const cancelled = results[0].rowCount ?? 0;
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
     metrics.executions.inc({ status: row.status });
-    ctx.terminated.push({ id, openChildren: results[results.length - 1].rows.map((r: { execution_id: string }) => r.execution_id) });
-    if (row.parent_execution_id && row.parent_command_id !== null) await this.s.children.notifyParent(client, ctx, row);
+    ending.openChildren = results[results.length - 1].rows.map((r: { execution_id: string }) => r.execution_id);
+    if (hasParent) await this.s.children.notifyParent(client, ctx, row);
   }
 }

@@ -9,65 +9,68 @@
  *   step's socket writes and PostgreSQL's per-message work went. The write carries a guard
  *   (store/decision.ts): it applies only if the log's last seq, the leases of the calls and the API
  *   vars are still what the decision saw, else it writes nothing and reports `current = false`.
- * - Anything else (vars to persist, an execution that ends, a write too large to inline) opens the
- *   transaction first, BEGIN with the lock and the guard alone; the statements then run in it as
- *   usual and `finish()` commits.
+ * - A write the end's statements follow (the execution ends) goes with BEGIN and the lock, its
+ *   guard deciding whether it applies; the end's statements then go with COMMIT
+ *   (`queryAndCommit`): two round trips for the last step.
+ * - Anything else (vars to persist first, a write too large to inline) opens the transaction
+ *   first, BEGIN with the lock and the guard alone; the statements then run in it as usual, the
+ *   last write (or the end's statements) carrying the COMMIT, else `finish()` commits.
  *
  * Statements run after the lock in statements of their own, so, as in the locked path, they see
  * every transaction that held the execution's lock before. A speculation that did not hold wrote
  * nothing; the caller then decides again under the lock.
  */
 import type pg from 'pg';
-import { sessionStatements } from '../db.js';
+import { sessionStatements, type CommitRules, type CommittingClient, type SessionStatement } from '../db.js';
 import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_STATEMENT, type DecisionGuard } from '../store/decision.js';
 import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
-import { idLiteral } from '../store/sql.js';
+import { idLiteral, sqlLiteral, sqlLiterals } from '../store/sql.js';
 import { LOCK_STATEMENT } from './helpers.js';
 
-/** Above this, a write's parameters are bound rather than inlined: PostgreSQL lexes a literal it parses. */
-const MAX_INLINE_CHARS = 256 * 1024;
+/**
+ * The decision's write when nothing follows it in its transaction, as simple-query text with its
+ * parameters inlined (and `guard`'s in place of the NULLs when given); null for any other
+ * statement, a write too large to inline, or one that ends the execution (the end's statements
+ * follow it: decision-write.ts `ended`). A group commit's write is its last statement otherwise,
+ * so its COMMIT can go with it (db.ts CommitRules).
+ */
+export function lastWrite(config: pg.QueryConfig | string, guard?: DecisionGuard): { sql: string; prepare: readonly SessionStatement[] } | null {
+  const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
+  // the write's $9: the execution ends
+  if (!write || write[8] !== false) return null;
+  const args = sqlLiterals(guard ? guardedValues(write, guard) : write);
+  return args && { sql: WRITE_DECISION_STATEMENT.execute(...args), prepare: [WRITE_DECISION_STATEMENT] };
+}
 
 /**
- * A parameter as an SQL literal (EXECUTE's arguments: a simple query binds none). Not pg's
- * escapeLiteral, which builds the literal a character at a time: for a step's few KB of JSON
- * that cost more than the round trips this saves.
+ * The commit rules (db.ts) of a transaction whose decision's write, or the end's statements, are
+ * the last (a group commit under the lock, a start): that one carries the COMMIT.
  */
-function literal(v: unknown): string {
-  if (v === null || v === undefined) return 'NULL';
-  if (typeof v === 'boolean') return v ? 'true' : 'false';
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  const s = typeof v === 'string' ? v : JSON.stringify(v);
-  const quoted = s.replace(/'/g, "''");
-  // E'…' reads backslashes as escapes whatever standard_conforming_strings says
-  return s.includes('\\') ? `E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
+export function decisionCommitRules(beforeCommit: () => void): CommitRules {
+  return { last: (config) => lastWrite(config), beforeCommit };
 }
 
-function inlined(values: readonly unknown[]): string[] | null {
-  let size = 0;
-  const out: string[] = [];
-  for (const v of values) {
-    const lit = literal(v);
-    size += lit.length;
-    if (size > MAX_INLINE_CHARS) return null;
-    out.push(lit);
-  }
-  return out;
-}
-
-export class LazyTransaction {
+export class LazyTransaction implements CommittingClient {
   private conn: pg.PoolClient | null = null;
   private state: 'idle' | 'open' | 'committed' = 'idle';
   private wasOpened = false;
   private sentCommit = false;
-  /** What the decision code uses as its transaction's client (it only queries). */
-  readonly client: pg.PoolClient;
+  /** What the decision code uses as its transaction's client (it only queries; see canCommitWith). */
+  readonly client: pg.PoolClient & CommittingClient;
 
   /** Queue ids taken right after the commit (`reserveAfter` of them), for the next speculation. */
   reserved: string[] = [];
 
-  /** `reserveAfter`: queue ids to take with the COMMIT's round trip (see CachedState.queueIds). */
-  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard, private reserveAfter = 0) {
-    this.client = { query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values) } as unknown as pg.PoolClient;
+  /**
+   * `reserveAfter`: queue ids to take with the COMMIT's round trip (see CachedState.queueIds).
+   * `beforeCommit`: called right before a COMMIT goes out (service.ts `ending`).
+   */
+  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard,
+    private reserveAfter = 0, private readonly beforeCommit: () => void = () => {}) {
+    this.client = {
+      query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values),
+      queryAndCommit: (sql: string) => this.queryAndCommit(sql),
+    } as unknown as pg.PoolClient & CommittingClient;
   }
 
   /** The decision reached PostgreSQL and committed (false: nothing ran, or it was rolled back). */
@@ -80,33 +83,75 @@ export class LazyTransaction {
     return this.sentCommit;
   }
 
-  /** The transaction was opened before its statements (not the write in one round trip). */
+  /** The transaction was opened before its last statement (not the write in one round trip). */
   get opened(): boolean {
     return this.wasOpened;
   }
 
   private async query(config: pg.QueryConfig | string, values?: unknown[]): Promise<pg.QueryResult> {
     if (this.state === 'committed') throw new Error(`speculative transaction of execution ${this.executionId}: a statement after its commit`);
-    if (this.state === 'idle') {
-      const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
-      // the write's $9: the execution ends, and the end's statements follow the write
-      const args = write && write[8] === false ? inlined(guardedValues(write, this.guard)) : null;
-      if (args !== null) return this.writeAndCommit(args);
-      await this.open();
+    if (this.state === 'open') {
+      const last = lastWrite(config);
+      if (last) return (await this.sendWithCommit(last.sql, last.prepare, this.reserveAfter))[0];
+      return this.conn!.query(config as pg.QueryConfig, values);
     }
+    const last = lastWrite(config, this.guard);
+    if (last) return this.writeAndCommit(last.sql);
+    const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
+    const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
+    if (args) return this.openWithWrite(WRITE_DECISION_STATEMENT.execute(...args));
+    await this.open();
     return this.conn!.query(config as pg.QueryConfig, values);
   }
 
-  private async writeAndCommit(args: string[]): Promise<pg.QueryResult> {
+  /** The last statements of the open transaction and its COMMIT in one round trip (the end's: decision-write.ts `ended`). */
+  async queryAndCommit(sql: string): Promise<pg.QueryResult[]> {
+    if (this.state !== 'open') throw new Error(`speculative transaction of execution ${this.executionId}: queryAndCommit while ${this.state}`);
+    return this.sendWithCommit(sql, [], 0);
+  }
+
+  private async writeAndCommit(write: string): Promise<pg.QueryResult> {
     const conn = await this.connect();
     const session = sessionStatements(conn, [LOCK_STATEMENT, WRITE_DECISION_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${WRITE_DECISION_STATEMENT.execute(...args)}; COMMIT${this.reserveTail()}`;
+    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${write}; COMMIT${this.reserveTail(this.reserveAfter)}`;
+    this.beforeCommit();
     this.sentCommit = true;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'committed';
     this.takeReserved(results, session.missing + 4);
     return results[session.missing + 2];
+  }
+
+  /**
+   * A write the end's statements follow: it goes with BEGIN and the lock, its own guard deciding
+   * whether it applies (store/decision.ts); a stale one wrote nothing and is rolled back by abort().
+   */
+  private async openWithWrite(write: string): Promise<pg.QueryResult> {
+    const conn = await this.connect();
+    const session = sessionStatements(conn, [LOCK_STATEMENT, WRITE_DECISION_STATEMENT]);
+    const results = (await this.send(conn, `${session.prefix}BEGIN; ${this.lock()}; ${write}`)) as unknown as pg.QueryResult[];
+    session.done();
+    this.state = 'open';
+    this.wasOpened = true;
+    const written = results[session.missing + 2];
+    if (!written.rows[0]?.current) throw new StaleDecision(this.executionId);
+    return written;
+  }
+
+  /** `sql` and COMMIT (then `reserve` queue ids) in one round trip; the results of `sql`'s statements. */
+  private async sendWithCommit(sql: string, prepare: readonly SessionStatement[], reserve: number): Promise<pg.QueryResult[]> {
+    const conn = this.conn!;
+    const session = sessionStatements(conn, [...prepare, ...(reserve > 0 ? [RESERVE_IDS_STATEMENT] : [])]);
+    this.beforeCommit();
+    this.sentCommit = true;
+    const results = (await this.send(conn, `${session.prefix}${sql}; COMMIT${this.reserveTail(reserve)}`)) as unknown as pg.QueryResult[];
+    session.done();
+    this.state = 'committed';
+    const mine = results.slice(session.missing);
+    const commitAt = mine.length - (reserve > 0 ? 2 : 1);
+    if (reserve > 0) this.reserved = mine[commitAt + 1].rows.map((r: { id: string }) => r.id);
+    return mine.slice(0, commitAt);
   }
 
   private lock(): string {
@@ -117,8 +162,8 @@ export class LazyTransaction {
    * After COMMIT, in the same round trip: nextval is not transactional, and these ids follow every
    * row just written. (Only a lost connection fails it, which the caller answers 503 in any case.)
    */
-  private reserveTail(): string {
-    return this.reserveAfter > 0 ? `; ${reserveIdsSql(this.reserveAfter)}` : '';
+  private reserveTail(count: number): string {
+    return count > 0 ? `; ${reserveIdsSql(count)}` : '';
   }
 
   private takeReserved(results: pg.QueryResult[], at: number): void {
@@ -128,7 +173,7 @@ export class LazyTransaction {
   private async open(): Promise<void> {
     const conn = await this.connect();
     const session = sessionStatements(conn, [LOCK_STATEMENT, GUARD_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${GUARD_STATEMENT.execute(...guardValues(this.executionId, this.guard).map(literal))}`;
+    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${GUARD_STATEMENT.execute(...guardValues(this.executionId, this.guard).map(sqlLiteral))}`;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'open';
@@ -152,24 +197,23 @@ export class LazyTransaction {
   }
 
   /**
-   * Commits an open transaction; releases the connection in any case. `ended`: the decision ended
-   * its execution, so no ids are taken after the COMMIT: there is no next step to claim, and the
-   * COMMIT's reply must come as soon as the commit's NOTIFY does, so this process hands the outcome
-   * to its waiters (onEnded) before a waiter woken by the NOTIFY reads the row back.
+   * Commits a transaction still open; releases the connection in any case. `ended`: the decision
+   * ended its execution, so no ids are taken after the COMMIT: there is no next step to claim.
    */
   async finish(ended = false): Promise<void> {
     if (this.state === 'open') {
       let results: unknown;
+      const reserve = ended ? 0 : this.reserveAfter;
+      this.beforeCommit();
       this.sentCommit = true;
-      if (ended) this.reserveAfter = 0;
       try {
-        results = await this.conn!.query(`COMMIT${this.reserveTail()}`);
+        results = await this.conn!.query(`COMMIT${this.reserveTail(reserve)}`);
       } catch (err) {
         this.release(true);
         throw err;
       }
       this.state = 'committed';
-      if (this.reserveAfter > 0) this.takeReserved(results as pg.QueryResult[], 1);
+      if (reserve > 0) this.reserved = (results as pg.QueryResult[])[1].rows.map((r: { id: string }) => r.id);
     }
     this.release(false);
   }

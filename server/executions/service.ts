@@ -45,7 +45,7 @@ import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
 import { Children } from './children.js';
 import { Leases } from './leases.js';
 import { ExecutionLoader, groupCommitPrelude } from './loader.js';
-import { LazyTransaction } from './lazy-tx.js';
+import { decisionCommitRules, LazyTransaction } from './lazy-tx.js';
 import { StaleDecision, type GuardedLease } from '../store/decision.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
@@ -129,6 +129,18 @@ function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
 
 /** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
 const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
+
+/** A start whose insert is longer goes the way of a child's (its values bound, not inlined). */
+const MAX_START_SQL = 256 * 1024;
+
+const notFoundMessage = (req: RunRequest) => req.version ? `playbook '${req.path}' version ${req.version} not found` : `playbook '${req.path}' not found`;
+
+/**
+ * A transaction of the service: `retryUniqueChild` retries a child's start that met its twin's
+ * row; `lastCommits`: `fn` runs nothing after the decision's write or the end's statements, so
+ * that statement may carry the COMMIT (lazy-tx.ts decisionCommitRules).
+ */
+type RunOptions = { retryUniqueChild?: boolean; lastCommits?: boolean } & TxOptions;
 
 const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], terminated: [], cache: new Map() });
 
@@ -255,8 +267,13 @@ export class PgExecutionService implements ExecutionService {
       const first = await execStore.findByIdempotencyKey(this.db.pool, key);
       if (first) return this.replayed(first, req);
     }
+    const topLevel = (req.parent_execution_id ?? null) === null && (req.parent_queue_id ?? null) === null;
+    if (topLevel) {
+      const insert = execStore.insertLiveSql({ path: req.path, version: req.version ?? undefined, payload, idempotency_key: key ?? null, ...origin });
+      if (insert.length <= MAX_START_SQL) return this.startTopLevel(req, insert);
+    }
     const entry = await catalogStore.getLive(this.db.pool, req.path, req.version ?? undefined);
-    if (!entry) throw notFound(req.version ? `playbook '${req.path}' version ${req.version} not found` : `playbook '${req.path}' not found`);
+    if (!entry) throw notFound(notFoundMessage(req));
 
     let parentId: string | null = null;
     let parentQueue: QueueRow | null = null;
@@ -306,24 +323,53 @@ export class PgExecutionService implements ExecutionService {
       }
       const commands = await this.begin(client, ctx, row, entry.playbook);
       return { execution_id: id, status: 'started' as const, path: entry.path, version: entry.version, commands };
-    }, { retryUniqueChild: true }).then((res) => {
-      if (held) this.onWaiting?.();
-      return res;
-    }, async (err: unknown) => {
-      // the same key sent twice at once: the second insert meets the first one's row
-      const e = err as { code?: string; constraint?: string };
-      if (key && e.code === '23505' && e.constraint === 'execution_idempotency_key') {
-        const first = await execStore.findByIdempotencyKey(this.db.pool, key);
-        if (first) return this.replayed(first, req);
+    }, { retryUniqueChild: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
+  }
+
+  /**
+   * A top-level start in two round trips: BEGIN with the insert of the catalog's live row and the
+   * lock (execStore.insertLiveSql), then the first decision's write with COMMIT. A new execution
+   * has no API vars yet when the hooks keep them in the vars table (loadVarsSql): its id comes
+   * from a sequence, and the vars API refuses an execution it cannot see, as this one is until
+   * the commit.
+   */
+  private async startTopLevel(req: RunRequest, insert: string): Promise<RunResponse> {
+    let held = false;
+    return this.run(async (client, ctx, begun): Promise<RunResponse> => {
+      const row = begun[0]?.rows[0] as ExecutionRow | undefined;
+      if (!row) throw notFound(notFoundMessage(req));
+      const id = row.execution_id;
+      const playbook = await this.loader.playbookFor(client, row.catalog_id);
+      if (limits.limitOf(playbook)) {
+        await limits.hold(client, id);
+        held = true;
+        return { execution_id: id, status: 'started' as const, path: row.path, version: row.version, commands: 0 };
       }
-      throw err;
-    });
+      const commands = await this.begin(client, ctx, row, playbook, this.hooks.loadVarsSql ? {} : undefined);
+      return { execution_id: id, status: 'started' as const, path: row.path, version: row.version, commands };
+    }, { begin: insert, lastCommits: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
+  }
+
+  private afterStart(res: RunResponse, held: boolean): RunResponse {
+    if (held) this.onWaiting?.();
+    return res;
+  }
+
+  /** The same Idempotency-Key sent twice at once: the second insert met the first one's row, which answers. */
+  private async startFailed(err: unknown, req: RunRequest): Promise<RunResponse> {
+    const e = err as { code?: string; constraint?: string };
+    const key = req.idempotency_key;
+    if (key && e.code === '23505' && e.constraint === 'execution_idempotency_key') {
+      const first = await execStore.findByIdempotencyKey(this.db.pool, key);
+      if (first) return this.replayed(first, req);
+    }
+    throw err;
   }
 
   /** The engine's start of a new (or admitted) execution row; the number of commands it queued. */
-  private async begin(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow, playbook: Playbook): Promise<number> {
+  private async begin(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow, playbook: Playbook, vars?: JsonObject): Promise<number> {
     const now = this.now();
-    const externalVars = await this.hooks.loadVars(client, row.execution_id);
+    const externalVars = vars ?? await this.hooks.loadVars(client, row.execution_id);
     const decision = this.engine.start(playbook, {
       execution_id: row.execution_id, path: row.path, version: row.version, catalog_id: row.catalog_id, payload: row.payload,
       parent_execution_id: row.parent_execution_id, root_execution_id: row.root_execution_id,
@@ -578,7 +624,7 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /** One transaction; after commit: outbox publish, then cancel the children of ended executions. */
-  private async run<T>(fn: (client: pg.PoolClient, ctx: TxCtx) => Promise<T>, opts: { retryUniqueChild?: boolean } = {}): Promise<T> {
+  private async run<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: RunOptions = {}): Promise<T> {
     const { value, ctx } = await this.runTx(fn, opts);
     await this.afterCommit(ctx);
     return value;
@@ -596,16 +642,16 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /** The transaction with its retries; the process cache is updated right after the commit. */
-  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: { retryUniqueChild?: boolean } & TxOptions = {}): Promise<{ value: T; ctx: TxCtx }> {
+  private async runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts: RunOptions = {}): Promise<{ value: T; ctx: TxCtx }> {
     for (let attempt = 1; ; attempt++) {
       const ctx = newCtx();
       let value: T;
       try {
         value = await this.db.tx(async (client, begun) => {
           const v = await fn(client, ctx, begun);
-          this.ending(ctx); // the COMMIT goes next
+          this.ending(ctx); // the COMMIT goes next (unless it went with the last statement)
           return v;
-        }, { begin: opts.begin, prepare: opts.prepare });
+        }, { begin: opts.begin, prepare: opts.prepare, commit: opts.lastCommits ? decisionCommitRules(() => this.ending(ctx)) : undefined });
       } catch (err) {
         this.abandoned(ctx);
         const code = (err as { code?: string }).code;
@@ -682,7 +728,8 @@ export class PgExecutionService implements ExecutionService {
       const reserve = eagerWanted(batch);
       const holders = [...new Set(batch.flatMap((it) => (it.kind === 'event' && it.holder ? [it.holder.queueId] : [])))];
       const prelude = groupCommitPrelude(this.hooks, executionId, reserve, holders);
-      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)), { begin: prelude.sql, prepare: prelude.prepare }));
+      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)),
+        { begin: prelude.sql, prepare: prelude.prepare, lastCommits: true }));
     } catch (err) {
       if (batch.length === 1) {
         batch[0].reject(err);
@@ -738,8 +785,8 @@ export class PgExecutionService implements ExecutionService {
       holders: new Map(holders.map((h) => [h.queue_id, { worker_id: h.worker_id, lease_token: h.lease_token }])),
     };
     const guard = { lastSeq: cached.seq, holders, vars: cached.vars };
-    const tx = new LazyTransaction(this.db.pool, executionId, guard, want);
     const ctx = newCtx();
+    const tx = new LazyTransaction(this.db.pool, executionId, guard, want, () => this.ending(ctx));
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);

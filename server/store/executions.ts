@@ -2,7 +2,7 @@
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { ExecutionRecord } from '../services.js';
-import { idLiteral, iso, type Queryable } from './sql.js';
+import { idLiteral, iso, sqlLiteral, type Queryable } from './sql.js';
 
 export interface ExecutionRow {
   execution_id: string;
@@ -153,6 +153,27 @@ export async function insert(q: Queryable, e: {
     [e.catalog_id, e.path, e.version, JSON.stringify(e.payload), e.parent_execution_id, e.parent_command_id, e.parent_queue_id, e.root_execution_id,
       e.rerun_of ?? null, e.schedule_id ?? null, e.schedule_tick ?? null, e.idempotency_key ?? null, e.hook_id ?? null]);
   return rows[0];
+}
+
+/**
+ * `insert` of a top-level execution of the live catalog row at `path` (its latest version, or
+ * `version`), taking the new execution's lock: one statement with its values inlined, to send
+ * with BEGIN in one round trip (db.ts TxOptions.begin). No row: no such playbook (no id taken).
+ */
+export function insertLiveSql(e: { path: string; version?: number; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): string {
+  const L = sqlLiteral;
+  const version = e.version === undefined ? '' : ` AND version = ${L(Math.trunc(e.version))}`;
+  return `WITH c AS (
+    SELECT catalog_id, path, version FROM catalog WHERE path = ${L(e.path)} AND deleted_at IS NULL${version} ORDER BY version DESC LIMIT 1
+  ), id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v FROM c
+  ), ins AS (
+    INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
+    SELECT id.v, c.catalog_id, c.path, c.version, ${L(JSON.stringify(e.payload))}::jsonb, id.v, ${L(e.rerun_of)}::bigint, ${L(e.schedule_id)}::bigint,
+           ${L(e.schedule_tick)}::timestamptz, ${L(e.idempotency_key)}::text, ${L(e.hook_id)}::bigint
+      FROM c, id
+    RETURNING *
+  )
+  SELECT ins.* FROM ins, LATERAL (SELECT pg_advisory_xact_lock(ins.execution_id)) AS locked`;
 }
 
 /** The execution a run request with this Idempotency-Key created, if any. */

@@ -28,3 +28,34 @@ export function idLiteral(id: string): string {
   if (!/^\d{1,19}$/.test(id)) throw new Error(`not an id: ${id}`);
   return `${id}::bigint`;
 }
+
+/**
+ * A parameter as an SQL literal, for statements sent by the simple query protocol (EXECUTE's
+ * arguments). Not pg's escapeLiteral, which builds the literal a character at a time: for a step's
+ * few KB of JSON that cost more than the round trips inlining saves.
+ */
+export function sqlLiteral(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  const s = typeof v === 'string' ? v : v instanceof Date ? v.toISOString() : JSON.stringify(v);
+  const quoted = s.replace(/'/g, "''");
+  // E'…' reads backslashes as escapes whatever standard_conforming_strings says
+  return s.includes('\\') ? `E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
+}
+
+/** Above this, parameters are bound rather than inlined: PostgreSQL lexes a literal it parses. */
+const MAX_INLINE_CHARS = 256 * 1024;
+
+/** `values` as SQL literals, or null when together they are too large to inline. */
+export function sqlLiterals(values: readonly unknown[]): string[] | null {
+  let size = 0;
+  const out: string[] = [];
+  for (const v of values) {
+    const lit = sqlLiteral(v);
+    size += lit.length;
+    if (size > MAX_INLINE_CHARS) return null;
+    out.push(lit);
+  }
+  return out;
+}

@@ -47,3 +47,24 @@ export async function createTestDatabase(prefix = 'pf'): Promise<TestDatabase> {
     },
   };
 }
+
+/**
+ * What `fn` sends to PostgreSQL, one entry per query (a simple query of several statements is one
+ * round trip, one entry): the text, or the name of a named statement. Every client of this process
+ * is seen; `ignore` drops the background statements of a suite's own timers.
+ */
+export async function recordQueries<T>(fn: () => Promise<T>, ignore: RegExp = /^$/): Promise<{ value: T; sent: string[] }> {
+  const sent: string[] = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
+    const c = config as { text?: string; name?: string } | string;
+    const text = typeof c === 'string' ? c : c?.name ?? c?.text ?? '';
+    if (!ignore.test(text)) sent.push(text);
+    return (query as (...a: unknown[]) => unknown).call(this, config, ...rest);
+  } as typeof query;
+  try {
+    return { value: await fn(), sent };
+  } finally {
+    pg.Client.prototype.query = query;
+  }
+}

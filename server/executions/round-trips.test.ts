@@ -1,0 +1,97 @@
+/**
+ * The round trips to PostgreSQL of an execution's life, counted on the wire (every query this
+ * process sends; a simple query of several statements is one). Each transaction's last statement
+ * carries its COMMIT (db.ts CommitRules): a top-level start is BEGIN with the insert, then the
+ * write with COMMIT; a claim under the lock is its prelude, the lease, then the write with
+ * COMMIT; the step that ends the execution is the write with BEGIN, then the end's statements with
+ * COMMIT. What is stored is checked as well: fewer trips, same rows.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ClaimedCommand } from '../../common/protocol.js';
+import { recordQueries, type TestDatabase } from '../../test/helpers/pg.js';
+import type { ServerCore } from '../core.js';
+import { secretsHooks } from '../secrets/hooks.js';
+import type { PgExecutionService } from './service.js';
+import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
+
+let tdb: TestDatabase;
+let core: ServerCore;
+
+/** The core's own timers: the admitter (concurrency limits), the schedule ticker, the server's registration. */
+const BACKGROUND = /waiting_paths|FROM schedule|INTO runtime|FROM runtime/;
+const sent = <T>(fn: () => Promise<T>) => recordQueries(fn, BACKGROUND);
+const claimNext = { worker_id: 'w1', max: 1 };
+
+beforeAll(async () => {
+  tdb = await testDatabase('pf_trips');
+  core = await testCore(tdb.url, { hooks: secretsHooks });
+  await core.deps.catalog.register(chainPlaybook('r/chain', 3));
+  // the first start of a version in a process reads its playbook once (the loader's cache)
+  await core.deps.executions.start({ path: 'r/chain', payload: {} });
+});
+afterAll(async () => {
+  await core?.stop();
+  await tdb?.drop();
+});
+
+const sequence = async (name: string) =>
+  (await core.db.pool.query<{ v: string | null }>('SELECT last_value::text AS v FROM pg_sequences WHERE sequencename = $1', [name])).rows[0]?.v;
+
+/** Claims the execution's first command (the notifications of earlier tests' executions are dropped). */
+async function claimFirst(executionId: string): Promise<ClaimedCommand> {
+  let msg;
+  do {
+    [msg] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+    expect(msg).toBeDefined();
+    msg.ack();
+  } while (msg.data.execution_id !== executionId);
+  return core.deps.executions.claim(msg.data.queue_id, { worker_id: 'w1' });
+}
+
+describe('round trips', () => {
+  it('a top-level start: BEGIN with the insert and the lock, then the write with COMMIT, then the publish', async () => {
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload: { n: "it's \\ here" } }));
+    expect(trips).toHaveLength(3);
+    expect(trips[0]).toMatch(/^BEGIN; WITH c AS \(/);
+    expect(trips[1]).toMatch(/^(PREPARE .*; )?EXECUTE playflow_write_decision\(.*\); COMMIT$/s);
+    expect(trips[2]).toMatch(/UPDATE queue SET published_at/);
+    const row = await core.deps.executions.get(res.execution_id);
+    expect(row).toMatchObject({ status: 'started', path: 'r/chain', version: 1, payload: { n: "it's \\ here" } });
+    const { rows } = await core.db.pool.query('SELECT name FROM event WHERE execution_id = $1 ORDER BY seq', [res.execution_id]);
+    expect(rows.map((r) => r.name)).toEqual(['execution_started', 'step.enter', 'command_issued']);
+    expect((await core.db.pool.query('SELECT status, published_at IS NOT NULL AS published FROM queue WHERE execution_id = $1', [res.execution_id])).rows)
+      .toEqual([{ status: 'queued', published: true }]);
+  });
+
+  it('a start of an unknown playbook is a 404 that takes no execution id', async () => {
+    const before = await sequence('execution_execution_id_seq');
+    const { sent: trips } = await sent(() => expect(core.deps.executions.start({ path: 'r/none', payload: {} })).rejects.toMatchObject({ statusCode: 404 }));
+    expect(trips).toEqual([expect.stringMatching(/^BEGIN; WITH c AS \(/), 'ROLLBACK']);
+    expect(await sequence('execution_execution_id_seq')).toBe(before);
+  });
+
+  it('a claim under the lock: the prelude, the lease, the write with COMMIT', async () => {
+    const { execution_id } = await core.deps.executions.start({ path: 'r/chain', payload: {} });
+    const { value: cmd, sent: trips } = await sent(() => claimFirst(execution_id));
+    expect(cmd.step).toBe('s1');
+    expect(trips).toHaveLength(3);
+    expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_lock/);
+    expect(trips[1]).toMatch(/^UPDATE queue SET status = 'leased'/);
+    expect(trips[2]).toMatch(/^(PREPARE .*; )?EXECUTE playflow_write_decision\(.*\); COMMIT$/s);
+    expect((await core.db.pool.query('SELECT status, worker_id FROM queue WHERE execution_id = $1', [execution_id])).rows).toEqual([{ status: 'leased', worker_id: 'w1' }]);
+  });
+
+  it('the step that ends the execution: the write with BEGIN, then the end with COMMIT', async () => {
+    const ex = core.deps.executions as PgExecutionService;
+    const { execution_id } = await core.deps.executions.start({ path: 'r/chain', payload: {} });
+    let cmd: ClaimedCommand | undefined = await claimFirst(execution_id);
+    while (cmd && cmd.step !== 's3') cmd = (await ex.handleEvents([callDone(cmd, { response: { i: 1 } })], { claimNext })).claimed?.[0];
+    expect(cmd?.step).toBe('s3');
+    const { sent: trips } = await sent(() => ex.handleEvents([callDone(cmd!, { response: { i: 3 } })], { claimNext }));
+    expect(trips).toHaveLength(2);
+    expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_lock\(\d+::bigint\); EXECUTE playflow_write_decision\(/);
+    expect(trips[1]).toMatch(/^UPDATE queue SET status = 'cancelled'.*pg_notify\('playflow_execution_ended'.*; COMMIT$/s);
+    expect(await core.deps.executions.get(execution_id)).toMatchObject({ status: 'completed', result: { i: 3 } });
+    expect(await ex.foldState(execution_id)).toEqual(await ex.loadState(execution_id));
+  });
+});
