@@ -132,14 +132,16 @@ async function main() {
     for (let round = 1; round <= ROUNDS; round++) {
       const order = round % 2 === 1 ? modes : [...modes].reverse();
       for (const mode of order) {
+        const p0 = await stack.pg.read();
         const c0 = stack.cpu();
         const { latencies, wall } = await batch(stack.client, mode, EXECUTIONS, CLIENTS);
         const c1 = stack.cpu();
+        const p1 = await stack.pg.read();
         const rate = EXECUTIONS / (wall / 1000);
         const f = { rate, p50: pct(latencies, 50), p99: pct(latencies, 99) };
         figures[mode].push(f);
         const cpu = (a: number, b: number) => `${((b - a) / EXECUTIONS).toFixed(2)} ms`;
-        console.log(`round ${round} ${mode.padEnd(4)}: ${rate.toFixed(1)} completed executions/s (${(wall / 1000).toFixed(2)} s), latency p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms; CPU per execution: server process (incl. the clients) ${cpu(c0.server, c1.server)}, worker ${cpu(c0.workers, c1.workers)}`);
+        console.log(`round ${round} ${mode.padEnd(4)}: ${rate.toFixed(1)} completed executions/s (${(wall / 1000).toFixed(2)} s), latency p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms; CPU per execution: server process (incl. the clients) ${cpu(c0.server, c1.server)}, worker ${cpu(c0.workers, c1.workers)}, PostgreSQL backends ${cpu(0, stack.pg.since(p0, p1))}`);
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

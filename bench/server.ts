@@ -9,6 +9,7 @@
  * the production execution hooks (vars, keychain), as `server start` wires them.
  *
  *   npm run build && node dist/bench/server.js [steps=100] [runs=3]
+ *   (BENCH_EXPLAIN=1: each statement's plan with its actual times goes to PostgreSQL's log, by auto_explain)
  */
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -33,6 +34,7 @@ async function main() {
   await admin.connect();
   await admin.query(`CREATE DATABASE "${name}"`);
   if (process.env.BENCH_LOG_STATEMENTS) await admin.query(`ALTER DATABASE "${name}" SET log_statement = 'all'`);
+  if (process.env.BENCH_EXPLAIN) for (const s of ["session_preload_libraries = 'auto_explain'", 'auto_explain.log_min_duration = 0', 'auto_explain.log_analyze = on', 'auto_explain.log_buffers = on']) await admin.query(`ALTER DATABASE "${name}" SET ${s}`);
   if (process.env.BENCH_ASYNC_COMMIT) await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;

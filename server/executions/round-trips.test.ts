@@ -54,7 +54,7 @@ describe('round trips', () => {
     expect(trips).toHaveLength(3);
     expect(trips[0]).toMatch(/^BEGIN; WITH c AS \(/);
     expect(trips[1]).toMatch(/^(PREPARE .*; )?EXECUTE playflow_write_decision\(.*\); COMMIT$/s);
-    expect(trips[2]).toMatch(/UPDATE queue SET published_at/);
+    expect(trips[2]).toBe('playflow.mark_published');
     const row = await core.deps.executions.get(res.execution_id);
     expect(row).toMatchObject({ status: 'started', path: 'r/chain', version: 1, payload: { n: "it's \\ here" } });
     const { rows } = await core.db.pool.query('SELECT name FROM event WHERE execution_id = $1 ORDER BY seq', [res.execution_id]);
@@ -76,7 +76,7 @@ describe('round trips', () => {
     expect(cmd.step).toBe('s1');
     expect(trips).toHaveLength(3);
     expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_lock/);
-    expect(trips[1]).toMatch(/^UPDATE queue SET status = 'leased'/);
+    expect(trips[1]).toBe('playflow.claim_many');
     expect(trips[2]).toMatch(/^(PREPARE .*; )?EXECUTE playflow_write_decision\(.*\); COMMIT$/s);
     expect((await core.db.pool.query('SELECT status, worker_id FROM queue WHERE execution_id = $1', [execution_id])).rows).toEqual([{ status: 'leased', worker_id: 'w1' }]);
   });

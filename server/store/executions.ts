@@ -101,10 +101,10 @@ function stepsOf(alias: string): string {
  * path takes them from the folded state, which they equal, instead of aggregating every row.
  */
 export async function get(q: Queryable, executionId: string, opts: { steps?: boolean } = {}): Promise<ExecutionRow | null> {
-  const { rows } = await q.query<RowWithSteps>(
-    opts.steps === false
-      ? `SELECT e.*, '{}'::jsonb AS steps_now FROM execution e WHERE e.execution_id = $1`
-      : `SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.execution_id = $1`, [executionId]);
+  // named: a poll or a waiter's read runs it many times a second, and PostgreSQL plans it once per connection
+  const { rows } = await q.query<RowWithSteps>(opts.steps === false
+    ? { name: 'playflow.execution_outcome', text: `SELECT e.*, '{}'::jsonb AS steps_now FROM execution e WHERE e.execution_id = $1`, values: [executionId] }
+    : { name: 'playflow.execution_get', text: `SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.execution_id = $1`, values: [executionId] });
   return current(rows[0]) ?? null;
 }
 
@@ -113,9 +113,12 @@ export async function get(q: Queryable, executionId: string, opts: { steps?: boo
  * reader that holds the state as of that seq and takes the summaries from it (service.get).
  */
 export async function getWithLastSeq(q: Queryable, executionId: string): Promise<(ExecutionRow & { last_seq: number | null }) | null> {
-  const { rows } = await q.query<RowWithSteps & { last_seq: number | null }>(
-    `SELECT e.*, '{}'::jsonb AS steps_now, (SELECT max(seq) FROM event WHERE execution_id = e.execution_id) AS last_seq
-       FROM execution e WHERE e.execution_id = $1`, [executionId]);
+  const { rows } = await q.query<RowWithSteps & { last_seq: number | null }>({
+    name: 'playflow.execution_with_last_seq',
+    text: `SELECT e.*, '{}'::jsonb AS steps_now, (SELECT max(seq) FROM event WHERE execution_id = e.execution_id) AS last_seq
+       FROM execution e WHERE e.execution_id = $1`,
+    values: [executionId],
+  });
   return current(rows[0]) ?? null;
 }
 

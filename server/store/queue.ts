@@ -63,12 +63,15 @@ export async function getByCommand(q: Queryable, executionId: string, commandId:
  */
 export async function claimMany(q: Queryable, claims: Array<{ queue_id: string; worker_id: string; lease_seconds: number; lease_token: string }>): Promise<QueueRow[]> {
   if (claims.length === 0) return [];
-  const { rows } = await q.query<QueueRow>(
-    `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id, lease_token = c.lease_token,
+  const { rows } = await q.query<QueueRow>({
+    name: 'playflow.claim_many',
+    text: `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id, lease_token = c.lease_token,
             lease_until = now() + make_interval(secs => c.lease_seconds), heartbeat_at = now()
        FROM jsonb_to_recordset($1::jsonb) AS c(queue_id bigint, worker_id text, lease_seconds double precision, lease_token text)
       WHERE queue.queue_id = c.queue_id AND queue.status = 'queued' AND queue.available_at <= now()
-      RETURNING queue.*`, [JSON.stringify(claims)]);
+      RETURNING queue.*`,
+    values: [JSON.stringify(claims)],
+  });
   return rows;
 }
 
@@ -161,8 +164,8 @@ export async function requeue(q: Queryable, queueId: string): Promise<void> {
  */
 export async function markPublished(q: Queryable, queueIds: string[]): Promise<void> {
   if (queueIds.length === 0) return;
-  await q.query(`UPDATE queue SET published_at = now() WHERE queue_id IN (
-      SELECT queue_id FROM queue WHERE queue_id = ANY($1::bigint[]) AND status = 'queued' FOR UPDATE SKIP LOCKED)`, [queueIds]);
+  await q.query({ name: 'playflow.mark_published', text: `UPDATE queue SET published_at = now() WHERE queue_id IN (
+      SELECT queue_id FROM queue WHERE queue_id = ANY($1::bigint[]) AND status = 'queued' FOR UPDATE SKIP LOCKED)`, values: [queueIds] });
 }
 
 /** Leased rows whose lease ended (candidates; re-checked under the execution lock). */
