@@ -209,7 +209,7 @@ export class DecisionBatch {
       const started = this.s.handle(this.state, this.loaded.playbook, {
         name: 'action_started', step: c.step, command_id: c.command_id,
         payload: { queue_id: lease.queue_id, worker_id: lease.worker_id, delivery: 1, lease_until: lease.lease_until.toISOString() },
-      }, now, this.externalVars);
+      }, now, this.externalVars, this.owned);
       if (started.events.length === 0) continue;
       this.touch(started);
       this.events.push(...started.events);

@@ -41,6 +41,14 @@ ${names.map((n, i) => `  - step: "${n}"
 `);
   await a.deps.catalog.register(`apiVersion: playflow.io/v2
 kind: Playbook
+metadata: { name: window, path: s/window }
+workflow:
+  - step: items
+    loop: { in: "{{ range(8) | list }}", iterator: n, mode: async, max_in_flight: 2 }
+    tool: { kind: python, code: "result = n", args: { n: "{{ n }}" } }
+`);
+  await a.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
 metadata: { name: loop, path: s/loop }
 workflow:
   - step: items
@@ -199,6 +207,24 @@ describe('speculative decisions', () => {
     await consistent(a, id);
     expect((await a.deps.executions.get(id))?.status).toBe('running');
     await a.deps.executions.cancel(id);
+  });
+
+  it('lease the next items of a loop to the call.dones of one group commit, the state folding as stored', async () => {
+    const { execution_id: id } = await a.deps.executions.start({ path: 's/window', payload: {} });
+    const msgs = await a.broker.fetch({ max: 2, expiresMs: 2000 });
+    msgs.forEach((m) => m.ack());
+    let cmds = await Promise.all(msgs.map((m) => a.deps.executions.claim(m.data.queue_id, { worker_id: 'w1' })));
+    const ran: number[] = [];
+    while (cmds.length) {
+      ran.push(...cmds.map((c) => c.iteration!));
+      // reported together: the second waits for the first's transaction, or both go as one batch;
+      // each decision's action_started for its next item shares the batch's copies (HandleOptions.owned)
+      const acks = await Promise.all(cmds.map((c) => a.deps.executions.handleEvents([callDone(c, { response: c.iteration })], { claimNext })));
+      cmds = acks.flatMap((k) => k.claimed ?? []);
+      await consistent(a, id);
+    }
+    expect(ran.sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(await a.deps.executions.get(id)).toMatchObject({ status: 'completed', result: [0, 1, 2, 3, 4, 5, 6, 7] });
   });
 
   it('decide a batch again under the lock when any one of its leases was taken away', async () => {
