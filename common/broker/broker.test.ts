@@ -6,7 +6,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { BROKER_URL, uniqueBrokerNames } from '../../test/helpers/nats.js';
-import { JetStreamBroker, MemoryBroker, type Broker, type BrokerSettings } from './index.js';
+import { consumeWithFetch, JetStreamBroker, MemoryBroker, type Broker, type BrokerMessage, type BrokerSettings } from './index.js';
 import { type Logger } from '../logger.js';
 
 const created: Array<{ stream: string }> = [];
@@ -249,5 +249,59 @@ describe('jetstream stream deleted under a running broker', () => {
     } finally {
       await b.close();
     }
+  });
+});
+
+describe('consumeWithFetch', () => {
+  /** A fetch that answers after `ms`: the next queued message, or nothing. Counts pulls and the most at once. */
+  function fakeFetch(queue: BrokerMessage[], ms: number) {
+    const seen = { pulls: 0, now: 0, most: 0 };
+    const fetch = async (): Promise<BrokerMessage[]> => {
+      seen.pulls++;
+      seen.most = Math.max(seen.most, ++seen.now);
+      await sleep(ms);
+      seen.now--;
+      const m = queue.shift();
+      return m ? [m] : [];
+    };
+    return { fetch, seen };
+  }
+  const message = (i: number): BrokerMessage => ({
+    data: note(i), info: { deliveryCount: 1, redeliveryCount: 0, redelivered: false },
+    ack() {}, nak() {}, term() {}, working() {},
+  });
+
+  it('idle, one slot pulls for all of them', async () => {
+    const { fetch, seen } = fakeFetch([], 10);
+    const h = consumeWithFetch(fetch, async () => {}, { concurrency: 8, isClosed: () => false });
+    await sleep(300);
+    await h.stop();
+    expect(seen.most).toBe(1);
+    // one slot pulling back to back (8 slots each pulling would be about 8 times as many)
+    expect(seen.pulls).toBeGreaterThan(5);
+    expect(seen.pulls).toBeLessThan(40);
+  });
+
+  it('a pull that brings a message sets every free slot pulling: a burst runs at full concurrency', async () => {
+    const queue = Array.from({ length: 6 }, (_, i) => message(i));
+    const { fetch } = fakeFetch(queue, 5);
+    let running = 0;
+    let most = 0;
+    const done: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const h = consumeWithFetch(fetch, async (m) => {
+      most = Math.max(most, ++running);
+      await gate;
+      running--;
+      done.push(m.data.queue_id);
+    }, { concurrency: 4, isClosed: () => false });
+    const deadline = Date.now() + 5000;
+    while (most < 4 && Date.now() < deadline) await sleep(10);
+    expect(most).toBe(4);
+    release();
+    while (done.length < 6 && Date.now() < deadline) await sleep(10);
+    await h.stop();
+    expect(done.sort()).toEqual(['0', '1', '2', '3', '4', '5']);
   });
 });

@@ -156,6 +156,11 @@ export function settleOnce<M extends BrokerMessage>(m: M): M & { settled(): bool
  * pulling ONE message at a time (a pull of one returns as soon as a message exists, so no handler
  * waits for a batch to fill) and settling what the handler left unsettled: ack when it resolved,
  * nak when it threw.
+ *
+ * While nothing comes, one free slot pulls for all: the others wait until a pull brings a
+ * message, then every free slot pulls again, until pulls come back empty. An idle worker so
+ * sends one pull a second instead of one per slot (each pull is a request to the broker, a
+ * timer and garbage on both sides), and a burst still finds every free slot pulling.
  */
 export function consumeWithFetch(
   fetch: (opts: FetchOptions) => Promise<BrokerMessage[]>,
@@ -174,6 +179,22 @@ export function consumeWithFetch(
     const t = setTimeout(done, ms);
     sleeps.add(done);
   });
+  /** Pulls under way, and whether the last one to end brought messages (every free slot pulls then). */
+  let pulling = 0;
+  let busy = false;
+  const waiting = new Set<() => void>();
+  const wakeAll = () => {
+    for (const wake of [...waiting]) wake();
+  };
+  /** Resolves when this slot should pull: nobody else is pulling, or messages are coming. */
+  const turn = () => new Promise<void>((r) => {
+    if (busy || pulling === 0 || stopping) return r();
+    const wake = () => {
+      waiting.delete(wake);
+      r();
+    };
+    waiting.add(wake);
+  });
 
   const slot = async () => {
     while (!stopping && !opts.isClosed()) {
@@ -181,15 +202,25 @@ export function consumeWithFetch(
         await opts.ready();
         if (stopping || opts.isClosed()) break;
       }
+      await turn();
+      if (!busy && pulling > 0) continue; // woken with others, and another took the turn
+      if (stopping || opts.isClosed()) break;
       let batch: BrokerMessage[];
+      pulling++;
       try {
         batch = await fetch({ max: 1, expiresMs: 1000 });
       } catch (err) {
         if (stopping || opts.isClosed()) break;
         opts.onFetchError?.(err);
+        wakeAll(); // another slot takes the turn while this one pauses
         await pause(1000);
         continue;
+      } finally {
+        pulling--;
       }
+      // an empty pull keeps the turn (this slot pulls again); messages wake every free slot
+      busy = batch.length > 0;
+      if (busy) wakeAll();
       for (const raw of batch) {
         if (stopping) {
           raw.nak();
@@ -212,6 +243,7 @@ export function consumeWithFetch(
     async stop() {
       stopping = true;
       for (const wake of [...sleeps]) wake();
+      wakeAll();
       await closed;
     },
   };
