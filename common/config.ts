@@ -62,3 +62,10 @@ export function parseUrl(value: string, variable: string, protocols: string[]): 
   }
   return value;
 }
+
+/**
+ * Sampling interval of the process metrics' event-loop delay (prom-client's default is 10 ms: a
+ * timer that wakes an idle process 100 times a second). At 100 ms the lag percentiles a scrape
+ * every 15 s reads still rest on 150 samples.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;

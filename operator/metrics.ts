@@ -3,6 +3,7 @@
  * test process must not collide), served at /metrics.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_LOOP_SAMPLE_MS } from '../common/config.js';
 
 export class OperatorMetrics {
   readonly registry = new Registry();
@@ -56,6 +57,6 @@ export class OperatorMetrics {
   });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   }
 }

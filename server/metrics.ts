@@ -11,6 +11,7 @@
  * so they are right on every replica without the core touching them.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_LOOP_SAMPLE_MS } from '../common/config.js';
 
 export const registry = new Registry();
 
@@ -81,5 +82,5 @@ let defaultsOn = false;
 export function enableDefaultMetrics(): void {
   if (defaultsOn) return;
   defaultsOn = true;
-  collectDefaultMetrics({ register: registry, prefix: 'playflow_' });
+  collectDefaultMetrics({ register: registry, prefix: 'playflow_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
 }

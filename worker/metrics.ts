@@ -5,6 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_LOOP_SAMPLE_MS } from '../common/config.js';
 
 export function createWorkerMetrics() {
   const registry = new Registry();
@@ -21,7 +22,7 @@ export function createWorkerMetrics() {
     serverDown: new Gauge({ name: 'playflow_worker_server_unreachable', help: '1 while the server does not answer (no notifications are taken)', registers: [registry] }),
     children: new Counter({ name: 'playflow_worker_child_playbooks_total', help: 'Child playbooks started for playbook tools', registers: [registry] }),
     enableDefault() {
-      collectDefaultMetrics({ register: registry, prefix: 'playflow_worker_' });
+      collectDefaultMetrics({ register: registry, prefix: 'playflow_worker_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     },
   };
 }
