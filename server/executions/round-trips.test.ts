@@ -61,6 +61,13 @@ describe('round trips', () => {
     expect(rows.map((r) => r.name)).toEqual(['execution_started', 'step.enter', 'command_issued']);
     expect((await core.db.pool.query('SELECT status, published_at IS NOT NULL AS published FROM queue WHERE execution_id = $1', [res.execution_id])).rows)
       .toEqual([{ status: 'queued', published: true }]);
+    // the write sent the command once, in its command_issued event; the queue row took it from there
+    const { rows: [cmd] } = await core.db.pool.query(
+      `SELECT q.command AS queued, e.payload -> 'command' AS issued FROM queue q JOIN event e ON e.execution_id = q.execution_id AND e.name = 'command_issued'
+        WHERE q.execution_id = $1`, [res.execution_id]);
+    expect(cmd.queued).toMatchObject({ step: 's1', tool: { kind: 'python' } });
+    expect(cmd.queued).toEqual(cmd.issued);
+    expect(trips[1]).not.toMatch(/"cmd":/);
   });
 
   it('a start of an unknown playbook is a 404 that takes no execution id', async () => {

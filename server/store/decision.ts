@@ -13,7 +13,9 @@
  * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
  * upserting the others touch disjoint rows.
  *
- * A large value the write holds several times crosses once (store/shared-values.ts). With
+ * A command crosses once, in the payload of the `command_issued` event that issues it: the queue
+ * row takes it from there (about 350 of a python step's 2,500 characters were the second copy).
+ * A large value the write holds several times crosses once too (store/shared-values.ts). With
  * `valuesBeside` (migration 280) it is stored beside the documents: in the `value` column of the
  * first event holding it, in a summary's `result_value` and in `execution_snapshot_value`, copies
  * of the parsed parameter; otherwise jsonb_set puts it inside each, which rebuilds the value every
@@ -98,6 +100,9 @@ function guardSql(p: [string, string, string, string]): string {
 const SQL = `
 WITH ok AS (
   SELECT ${guardSql(['$1', '$18', '$19', '$20'])} AS current
+), evs AS MATERIALIZED (
+  SELECT * FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
+                                                   share_path text[], share_idx integer, value_seq integer)
 ), ev AS (
   INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
   SELECT $1, e.seq, e.name, e.step, e.command_id,
@@ -106,22 +111,27 @@ WITH ok AS (
          CASE WHEN $17::boolean THEN e.share_path END,
          CASE WHEN $17::boolean AND e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END,
          CASE WHEN $17::boolean THEN e.value_seq END
-    FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
-                                            share_path text[], share_idx integer, value_seq integer)
+    FROM evs e
    WHERE (SELECT current FROM ok)
    ORDER BY e.seq
+), cmds AS (
+  -- a command without its own cmd is the payload of the command_issued event that issued it
+  SELECT c.*, COALESCE(c.cmd, i.payload -> 'command') AS command
+    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
+                                            status text, queue_id bigint, worker_id text, lease_token text, lease_until timestamptz)
+    LEFT JOIN (SELECT DISTINCT ON (command_id) command_id, payload FROM evs WHERE name = 'command_issued' ORDER BY command_id, seq) i
+      ON c.cmd IS NULL AND i.command_id = c.command_id
 ), ins AS (
   INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
                      attempts, worker_id, lease_token, lease_until, heartbeat_at, pool)
-  SELECT COALESCE(c.queue_id, nextval(pg_get_serial_sequence('queue', 'queue_id'))), $1, c.command_id, c.step, c.cmd,
+  SELECT COALESCE(c.queue_id, nextval(pg_get_serial_sequence('queue', 'queue_id'))), $1, c.command_id, c.step, c.command,
          GREATEST(COALESCE(c.max_deliveries, 3), 1), now() + make_interval(secs => c.delay_ms / 1000.0),
          COALESCE(c.status, CASE WHEN c.worker_id IS NULL THEN 'queued' ELSE 'leased' END),
          CASE WHEN c.status IS NULL THEN NULL ELSE now() END,
          CASE WHEN c.worker_id IS NULL THEN 0 ELSE 1 END, c.worker_id, c.lease_token,
          CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END,
-         COALESCE(c.cmd->>'pool', 'default')
-    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
-                                            status text, queue_id bigint, worker_id text, lease_token text, lease_until timestamptz)
+         COALESCE(c.command->>'pool', 'default')
+    FROM cmds c
    WHERE (SELECT current FROM ok)
   ON CONFLICT (execution_id, command_id) DO NOTHING
   RETURNING queue_id, step, command_id, pool, status, status = 'queued' AND available_at <= now() AS due
@@ -323,8 +333,11 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     sentSteps[name] = without(steps[name]!, 'result');
   }
   const snap = snapState ? snapshotParams(shared, snapState, beside) : undefined;
+  // a command its command_issued event carries is not sent again: the statement takes it from there
+  const inEvents = new Set<unknown>();
+  for (const e of w.events) if (e.name === 'command_issued') inEvents.add(e.payload?.command);
   const commands = w.commands.map((c) => ({
-    command_id: c.command_id, step: c.step, cmd: c, max_deliveries: c.max_deliveries,
+    command_id: c.command_id, step: c.step, cmd: inEvents.has(c) ? undefined : c, max_deliveries: c.max_deliveries,
     // relative to the decision's clock, so a skew between this host and the database cannot delay a due command
     delay_ms: Math.max(0, (c.available_at ?? w.nowMs) - w.nowMs),
     status: atInsert.get(c.command_id) ?? null,
