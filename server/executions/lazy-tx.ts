@@ -91,15 +91,19 @@ export class LazyTransaction implements CommittingClient {
   private async query(config: pg.QueryConfig | string, values?: unknown[]): Promise<pg.QueryResult> {
     if (this.state === 'committed') throw new Error(`speculative transaction of execution ${this.executionId}: a statement after its commit`);
     if (this.state === 'open') {
+      // the guard already held (open, or the write's own): a write that is last takes the COMMIT along
       const last = lastWrite(config);
       if (last) return (await this.sendWithCommit(last.sql, last.prepare, this.reserveAfter))[0];
       return this.conn!.query(config as pg.QueryConfig, values);
     }
+    // the decision's first statement. The write, last: BEGIN, lock, write and COMMIT in one trip
     const last = lastWrite(config, this.guard);
     if (last) return this.writeAndCommit(last.sql);
+    // the write, the end's statements after it: BEGIN, lock and the guarded write in one trip
     const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
     const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
     if (args) return this.openWithWrite(WRITE_DECISION_STATEMENT.execute(...args));
+    // anything else (vars side effects, a write too large to inline): BEGIN, lock and the guard first
     await this.open();
     return this.conn!.query(config as pg.QueryConfig, values);
   }
