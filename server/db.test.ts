@@ -109,6 +109,23 @@ describe('tx with commit rules', () => {
     expect(await db.tx(async (client) => (await client.query('SELECT 5 AS v')).rows[0].v)).toBe(5);
   });
 
+  it('drops a connection whose last statement failed after its PREPARE ran; the next one prepares again', async () => {
+    // a statement no connection has yet: the failing query PREPAREs it, then its EXECUTE meets a duplicate key
+    const fresh = sessionStatement('test_insert_t_once', ['integer'], 'INSERT INTO t VALUES ($1) RETURNING v');
+    const freshRules: CommitRules = { last: (config, values) => typeof config === 'string' && values ? { sql: fresh.execute(String(values[0])), prepare: [fresh] } : null };
+    const before = await db.tx(async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    await expect(db.tx((client) => client.query('INSERT INTO t VALUES ($1)', [1]), { commit: freshRules })).rejects.toThrow(/duplicate key/);
+    // kept, that connection would be told to PREPARE it again: "already exists"
+    const after = await db.tx(async (client) => {
+      await client.query('INSERT INTO t VALUES ($1)', [4]);
+      return 0;
+    }, { commit: freshRules });
+    expect(after).toBe(0);
+    expect(await stored()).toEqual([1, 2, 3, 4]);
+    const pid = await db.tx(async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    expect(pid).not.toBe(before);
+  });
+
   it('gives no queryAndCommit without commit rules', async () => {
     expect(await db.tx(async (client) => canCommitWith(client))).toBe(false);
   });

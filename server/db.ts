@@ -212,8 +212,9 @@ async function begin(pool: pg.Pool, opts: TxOptions): Promise<{ client: pg.PoolC
  * error of that query means the COMMIT did not run, unless the connection was lost: unknown, as a
  * lost COMMIT always is).
  */
-export function committingClient(conn: pg.PoolClient, rules: CommitRules): { client: pg.PoolClient & CommittingClient; committed(): boolean } {
+export function committingClient(conn: pg.PoolClient, rules: CommitRules): { client: pg.PoolClient & CommittingClient; committed(): boolean; broken(): boolean } {
   let committed = false;
+  let broken = false;
   const withCommit = async (sql: string, prepare: readonly SessionStatement[] = []): Promise<pg.QueryResult[]> => {
     if (committed) throw new Error('a statement after the transaction committed');
     const session = sessionStatements(conn, prepare);
@@ -223,8 +224,10 @@ export function committingClient(conn: pg.PoolClient, rules: CommitRules): { cli
     try {
       results = (await conn.query(`${session.prefix}${sql}; COMMIT`)) as unknown as pg.QueryResult[];
     } catch (err) {
-      // nothing after a failed statement ran: not the COMMIT either (a lost connection: unknown)
+      // nothing after a failed statement ran: not the COMMIT either (a lost connection: unknown);
+      // which of its PREPAREs ran is unknown, so such a connection goes (see `begin`)
       committed = false;
+      broken = session.missing > 0;
       throw err;
     }
     session.done();
@@ -239,17 +242,18 @@ export function committingClient(conn: pg.PoolClient, rules: CommitRules): { cli
     },
     queryAndCommit: (sql: string) => withCommit(sql),
   };
-  return { client: client as unknown as pg.PoolClient & CommittingClient, committed: () => committed };
+  return { client: client as unknown as pg.PoolClient & CommittingClient, committed: () => committed, broken: () => broken };
 }
 
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, opts: TxOptions = {}): Promise<T> {
   const { client, begun } = await begin(pool, opts);
   let broken = false;
+  let committing: ReturnType<typeof committingClient> | undefined;
   try {
     if (opts.commit) {
-      const c = committingClient(client, opts.commit);
-      const out = await fn(c.client, begun);
-      if (!c.committed()) await client.query('COMMIT');
+      committing = committingClient(client, opts.commit);
+      const out = await fn(committing.client, begun);
+      if (!committing.committed()) await client.query('COMMIT');
       return out;
     }
     const out = await fn(client, begun);
@@ -263,6 +267,6 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
     }
     throw err;
   } finally {
-    client.release(broken);
+    client.release(broken || (committing?.broken() ?? false));
   }
 }
