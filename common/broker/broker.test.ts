@@ -282,6 +282,20 @@ describe('consumeWithFetch', () => {
     expect(seen.pulls).toBeLessThan(40);
   });
 
+  it('every slot ends when the broker closes under them, the waiting ones too', async () => {
+    let closed = false;
+    const fetch = async (): Promise<BrokerMessage[]> => {
+      await sleep(10);
+      if (closed) throw new Error('broker closed');
+      return [];
+    };
+    const h = consumeWithFetch(fetch, async () => {}, { concurrency: 4, isClosed: () => closed });
+    await sleep(50);
+    closed = true;
+    const ended = await Promise.race([h.closed.then(() => true), sleep(2000).then(() => false)]);
+    expect(ended).toBe(true);
+  });
+
   it('a pull that brings a message sets every free slot pulling: a burst runs at full concurrency', async () => {
     const queue = Array.from({ length: 6 }, (_, i) => message(i));
     const { fetch } = fakeFetch(queue, 5);

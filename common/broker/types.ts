@@ -236,6 +236,8 @@ export function consumeWithFetch(
         }
       }
     }
+    // a slot waiting for the turn would otherwise never see the broker closed
+    wakeAll();
   };
   const closed = Promise.all(Array.from({ length: concurrency }, slot)).then(() => undefined);
   return {
