@@ -70,6 +70,14 @@ describe('round trips', () => {
     expect(trips[1]).not.toMatch(/"cmd":/);
   });
 
+  it('a start whose payload is too large to inline binds its values instead: more trips, the payload intact', async () => {
+    const payload = { blob: 'x'.repeat(300_000) };
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload }));
+    expect(trips.some((t) => /^BEGIN; WITH c AS \(/.test(t))).toBe(false);
+    expect(trips.length).toBeGreaterThan(3);
+    expect((await core.deps.executions.get(res.execution_id))?.payload).toEqual(payload);
+  });
+
   it('a start of an unknown playbook is a 404 that takes no execution id', async () => {
     const before = await sequence('execution_execution_id_seq');
     const { sent: trips } = await sent(() => expect(core.deps.executions.start({ path: 'r/none', payload: {} })).rejects.toMatchObject({ statusCode: 404 }));

@@ -130,9 +130,6 @@ function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
 /** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
 const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
 
-/** A start whose insert is longer goes the way of a child's (its values bound, not inlined). */
-const MAX_START_SQL = 256 * 1024;
-
 const notFoundMessage = (req: RunRequest) => req.version ? `playbook '${req.path}' version ${req.version} not found` : `playbook '${req.path}' not found`;
 
 /**
@@ -270,7 +267,7 @@ export class PgExecutionService implements ExecutionService {
     const topLevel = (req.parent_execution_id ?? null) === null && (req.parent_queue_id ?? null) === null;
     if (topLevel) {
       const insert = execStore.insertLiveSql({ path: req.path, version: req.version ?? undefined, payload, idempotency_key: key ?? null, ...origin });
-      if (insert.length <= MAX_START_SQL) return this.startTopLevel(req, insert);
+      if (insert !== null) return this.startTopLevel(req, insert);
     }
     const entry = await catalogStore.getLive(this.db.pool, req.path, req.version ?? undefined);
     if (!entry) throw notFound(notFoundMessage(req));

@@ -2,7 +2,7 @@
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { ExecutionRecord } from '../services.js';
-import { idLiteral, iso, sqlLiteral, type Queryable } from './sql.js';
+import { idLiteral, iso, sqlLiterals, type Queryable } from './sql.js';
 
 export interface ExecutionRow {
   execution_id: string;
@@ -162,17 +162,20 @@ export async function insert(q: Queryable, e: {
  * `insert` of a top-level execution of the live catalog row at `path` (its latest version, or
  * `version`), taking the new execution's lock: one statement with its values inlined, to send
  * with BEGIN in one round trip (db.ts TxOptions.begin). No row: no such playbook (no id taken).
+ * Null when the values are too large to inline (sqlLiterals).
  */
-export function insertLiveSql(e: { path: string; version?: number; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): string {
-  const L = sqlLiteral;
-  const version = e.version === undefined ? '' : ` AND version = ${L(Math.trunc(e.version))}`;
+export function insertLiveSql(e: { path: string; version?: number; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): string | null {
+  const lits = sqlLiterals([e.path, e.version === undefined ? undefined : Math.trunc(e.version), JSON.stringify(e.payload),
+    e.rerun_of, e.schedule_id, e.schedule_tick, e.idempotency_key, e.hook_id]);
+  if (!lits) return null;
+  const [path, version, payload, rerunOf, scheduleId, scheduleTick, idempotencyKey, hookId] = lits;
   return `WITH c AS (
-    SELECT catalog_id, path, version FROM catalog WHERE path = ${L(e.path)} AND deleted_at IS NULL${version} ORDER BY version DESC LIMIT 1
+    SELECT catalog_id, path, version FROM catalog WHERE path = ${path} AND deleted_at IS NULL${e.version === undefined ? '' : ` AND version = ${version}`} ORDER BY version DESC LIMIT 1
   ), id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v FROM c
   ), ins AS (
     INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
-    SELECT id.v, c.catalog_id, c.path, c.version, ${L(JSON.stringify(e.payload))}::jsonb, id.v, ${L(e.rerun_of)}::bigint, ${L(e.schedule_id)}::bigint,
-           ${L(e.schedule_tick)}::timestamptz, ${L(e.idempotency_key)}::text, ${L(e.hook_id)}::bigint
+    SELECT id.v, c.catalog_id, c.path, c.version, ${payload}::jsonb, id.v, ${rerunOf}::bigint, ${scheduleId}::bigint,
+           ${scheduleTick}::timestamptz, ${idempotencyKey}::text, ${hookId}::bigint
       FROM c, id
     RETURNING *
   )
