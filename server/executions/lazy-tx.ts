@@ -27,18 +27,24 @@ import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
 import { idLiteral, sqlLiteral, sqlLiterals } from '../store/sql.js';
 import { LOCK_STATEMENT } from './helpers.js';
 
+/** The values of the decision's write, when `config` is that statement. */
+function writeValues(config: pg.QueryConfig | string): unknown[] | undefined {
+  return typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
+}
+
+/** The write's $9: the execution ends, so the end's statements follow the write (decision-write.ts `ended`). */
+const endsExecution = (write: readonly unknown[]): boolean => write[8] !== false;
+
 /**
  * The decision's write when nothing follows it in its transaction, as simple-query text with its
- * parameters inlined (and `guard`'s in place of the NULLs when given); null for any other
- * statement, a write too large to inline, or one that ends the execution (the end's statements
- * follow it: decision-write.ts `ended`). A group commit's write is its last statement otherwise,
- * so its COMMIT can go with it (db.ts CommitRules).
+ * parameters inlined; null for any other statement, a write too large to inline, or one the end's
+ * statements follow. A group commit's write is its last statement otherwise, so its COMMIT can go
+ * with it (db.ts CommitRules).
  */
-export function lastWrite(config: pg.QueryConfig | string, guard?: DecisionGuard): { sql: string; prepare: readonly SessionStatement[] } | null {
-  const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
-  // the write's $9: the execution ends
-  if (!write || write[8] !== false) return null;
-  const args = sqlLiterals(guard ? guardedValues(write, guard) : write);
+export function lastWrite(config: pg.QueryConfig | string): { sql: string; prepare: readonly SessionStatement[] } | null {
+  const write = writeValues(config);
+  if (!write || endsExecution(write)) return null;
+  const args = sqlLiterals(write);
   return args && { sql: WRITE_DECISION_STATEMENT.execute(...args), prepare: [WRITE_DECISION_STATEMENT] };
 }
 
@@ -66,7 +72,7 @@ export class LazyTransaction implements CommittingClient {
    * `beforeCommit`: called right before a COMMIT goes out (service.ts `ending`).
    */
   constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard,
-    private reserveAfter = 0, private readonly beforeCommit: () => void = () => {}) {
+    private readonly reserveAfter = 0, private readonly beforeCommit: () => void = () => {}) {
     this.client = {
       query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values),
       queryAndCommit: (sql: string) => this.queryAndCommit(sql),
@@ -96,13 +102,14 @@ export class LazyTransaction implements CommittingClient {
       if (last) return (await this.sendWithCommit(last.sql, last.prepare, this.reserveAfter))[0];
       return this.conn!.query(config as pg.QueryConfig, values);
     }
-    // the decision's first statement. The write, last: BEGIN, lock, write and COMMIT in one trip
-    const last = lastWrite(config, this.guard);
-    if (last) return this.writeAndCommit(last.sql);
-    // the write, the end's statements after it: BEGIN, lock and the guarded write in one trip
-    const write = typeof config === 'object' && config.name === WRITE_DECISION_NAME ? config.values : undefined;
+    // the decision's first statement: the write, guarded, with BEGIN and the lock in one trip; with
+    // COMMIT too when it is last, else (the end's statements follow it) the transaction stays open
+    const write = writeValues(config);
     const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
-    if (args) return this.openWithWrite(WRITE_DECISION_STATEMENT.execute(...args));
+    if (args) {
+      const sql = WRITE_DECISION_STATEMENT.execute(...args);
+      return endsExecution(write!) ? this.openWithWrite(sql) : this.writeAndCommit(sql);
+    }
     // anything else (vars side effects, a write too large to inline): BEGIN, lock and the guard first
     await this.open();
     return this.conn!.query(config as pg.QueryConfig, values);
@@ -123,7 +130,7 @@ export class LazyTransaction implements CommittingClient {
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'committed';
-    this.takeReserved(results, session.missing + 4);
+    if (this.reserveAfter > 0) this.keepReserved(results[session.missing + 4]);
     return results[session.missing + 2];
   }
 
@@ -154,7 +161,7 @@ export class LazyTransaction implements CommittingClient {
     this.state = 'committed';
     const mine = results.slice(session.missing);
     const commitAt = mine.length - (reserve > 0 ? 2 : 1);
-    if (reserve > 0) this.reserved = mine[commitAt + 1].rows.map((r: { id: string }) => r.id);
+    if (reserve > 0) this.keepReserved(mine[commitAt + 1]);
     return mine.slice(0, commitAt);
   }
 
@@ -170,8 +177,8 @@ export class LazyTransaction implements CommittingClient {
     return count > 0 ? `; ${reserveIdsSql(count)}` : '';
   }
 
-  private takeReserved(results: pg.QueryResult[], at: number): void {
-    if (this.reserveAfter > 0) this.reserved = results[at].rows.map((r: { id: string }) => r.id);
+  private keepReserved(taken: pg.QueryResult): void {
+    this.reserved = taken.rows.map((r: { id: string }) => r.id);
   }
 
   private async open(): Promise<void> {
@@ -217,7 +224,7 @@ export class LazyTransaction implements CommittingClient {
         throw err;
       }
       this.state = 'committed';
-      if (reserve > 0) this.reserved = (results as pg.QueryResult[])[1].rows.map((r: { id: string }) => r.id);
+      if (reserve > 0) this.keepReserved((results as pg.QueryResult[])[1]);
     }
     this.release(false);
   }

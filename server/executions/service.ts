@@ -787,7 +787,7 @@ export class PgExecutionService implements ExecutionService {
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);
-      this.ending(ctx);
+      // (tx announces the ends, this.ending, before any COMMIT it sends)
       await tx.finish(ctx.terminated.length > 0);
       // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
       if (!tx.committed) {
