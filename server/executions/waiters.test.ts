@@ -1,6 +1,6 @@
 /**
  * ExecutionWaiters against the real PostgreSQL: a waiter is woken by the COMMIT of the
- * transaction that sent `notifyEnded`, not by the statement and not by a rollback, on every
+ * transaction that sent `notifyEndedSql`, not by the statement and not by a rollback, on every
  * process (two instances stand for two replicas); awaitEnd reads again on each wake-up.
  *
  * "Not woken" is checked without timing: notifications arrive in commit order, so once a later
@@ -10,8 +10,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
-import { notifyEnded } from '../store/executions.js';
+import { notifyEndedSql } from '../store/executions.js';
 import { awaitEnd, ExecutionWaiters, type Ended, type WaitSubscription } from './waiters.js';
+
+/** The statement the service sends in the transaction that ends an execution. */
+const notifyEnded = (q: pg.Pool | pg.PoolClient, id: string) => q.query(notifyEndedSql(id));
 
 let db: TestDatabase;
 let pool: pg.Pool;

@@ -3,7 +3,7 @@
  * the run routes).
  *
  * The transaction that makes an execution terminal sends `NOTIFY playflow_execution_ended, '<id>'`
- * (store/executions.ts `notifyEnded`, called where the service ends an execution). PostgreSQL
+ * (store/executions.ts `notifyEndedSql`, sent where the service ends an execution). PostgreSQL
  * delivers it at commit to every session that LISTENs, whichever replica wrote it. Each server
  * process holds ONE such session (a dedicated connection outside the pool) and fans the
  * notifications out to the requests waiting in memory, keyed by execution id.

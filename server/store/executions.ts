@@ -271,11 +271,5 @@ export async function relinkChild(q: Queryable, childExecutionId: string, parent
  */
 export const EXECUTION_ENDED_CHANNEL = 'playflow_execution_ended';
 
-const notifyEndedText = (id: string) => `SELECT pg_notify('${EXECUTION_ENDED_CHANNEL}', ${id}::text)`;
-
-/** notifyEnded as a statement without parameters (the id checked and inlined). */
-export const notifyEndedSql = (executionId: string) => notifyEndedText(idLiteral(executionId));
-
-export async function notifyEnded(q: Queryable, executionId: string): Promise<void> {
-  await q.query({ name: 'playflow.notify_ended', text: notifyEndedText('$1::bigint'), values: [executionId] });
-}
+/** The NOTIFY that an execution ended, as a statement without parameters (the id checked and inlined). */
+export const notifyEndedSql = (executionId: string) => `SELECT pg_notify('${EXECUTION_ENDED_CHANNEL}', ${idLiteral(executionId)}::text)`;
