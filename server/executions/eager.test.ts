@@ -10,7 +10,7 @@ import type { TestDatabase } from '../../test/helpers/pg.js';
 import { buildApp } from '../app/index.js';
 import type { ServerCore } from '../core.js';
 import { AppError } from '../errors.js';
-import { chainPlaybook, testCore, testDatabase } from './testkit.js';
+import { chainPlaybook, loopPlaybook, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let core: ServerCore;
@@ -41,14 +41,7 @@ workflow:
           retry: { max_attempts: 3, initial_delay: 5, backoff_multiplier: 1 }
 `;
 
-const bounded = `apiVersion: playflow.io/v2
-kind: Playbook
-metadata: { name: bounded, path: e/bounded }
-workflow:
-  - step: items
-    loop: { in: "{{ range(9) | list }}", iterator: i, mode: async, max_in_flight: 3 }
-    tool: { kind: python, code: "result = i", args: { i: "{{ i }}" } }
-`;
+const bounded = loopPlaybook('e/bounded', '{{ range(9) | list }}', 3, 'i');
 
 beforeAll(async () => {
   tdb = await testDatabase('pf_eager');

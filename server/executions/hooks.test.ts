@@ -9,7 +9,7 @@ import { silentLogger } from '../../common/logger.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import { createSecretsHooks } from '../secrets/hooks.js';
-import { testCore, testDatabase } from './testkit.js';
+import { callDone, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let core: ServerCore;
@@ -47,7 +47,7 @@ workflow:
     return ex.claim(m.data.queue_id, { worker_id: 'w' });
   };
   const c1 = await claimNext();
-  await ex.handleEvents([{ execution_id: c1.execution_id, step: c1.step, name: 'call.done', queue_id: c1.queue_id, worker_id: c1.worker_id, lease_token: c1.lease_token, payload: { response: { value: 42 } } }]);
+  await ex.handleEvents([callDone(c1, { response: { value: 42 } })]);
   const { rows } = await core.db.pool.query('SELECT var_name, var_value, var_type, source_step FROM vars WHERE execution_id = $1', [run.execution_id]);
   expect(rows).toEqual([{ var_name: 'answer', var_value: 42, var_type: 'step_result', source_step: 'fetch' }]);
   // set through the vars API before the next step is claimed … but the command was rendered already,
@@ -56,7 +56,7 @@ workflow:
   const c2 = await claimNext();
   expect((c2.tool.args as JsonObject).answer).toBe(42);
   expect(c2.context.vars).toMatchObject({ answer: 42, late: 'L' });
-  await ex.handleEvents([{ execution_id: c2.execution_id, step: c2.step, name: 'call.done', queue_id: c2.queue_id, worker_id: c2.worker_id, lease_token: c2.lease_token, payload: { response: { ok: true } } }]);
+  await ex.handleEvents([callDone(c2, { response: { ok: true } })]);
   expect((await ex.get(run.execution_id))?.status).toBe('completed');
   const after = await core.db.pool.query('SELECT count(*) AS n FROM vars WHERE execution_id = $1', [run.execution_id]);
   expect(after.rows[0].n).toBe('0');
@@ -91,7 +91,7 @@ workflow:
   const mine = messages.find((m) => m.data.execution_id === run.execution_id)!;
   for (const m of messages) m.ack();
   const cmd = await ex.claim(mine.data.queue_id, { worker_id: 'w' });
-  await ex.handleEvents([{ execution_id: cmd.execution_id, step: cmd.step, name: 'call.done', queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token, payload: { response: 1 } }]);
+  await ex.handleEvents([callDone(cmd, { response: 1 })]);
   expect((await ex.get(run.execution_id))?.status).toBe('completed');
   const left = await q(`SELECT cache_key FROM keychain UNION ALL SELECT cache_key FROM auth_cache ORDER BY 1`, []);
   expect(left.rows.map((r) => r.cache_key)).toEqual([`c:${other.execution_id}`, 'global', `local:${other.execution_id}`, `shared:${other.execution_id}`].sort());

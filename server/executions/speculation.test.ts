@@ -14,7 +14,7 @@ import type { PgExecutionService } from './service.js';
 import { secretsHooks } from '../secrets/hooks.js';
 import * as execStore from '../store/executions.js';
 import * as vars from '../store/vars.js';
-import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
+import { callDone, chainPlaybook, loopPlaybook, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let a: ServerCore;
@@ -39,22 +39,8 @@ ${names.map((n, i) => `  - step: "${n}"
     tool: { kind: python, code: "result = 1" }${i < names.length - 1 ? `
     next: "${names[i + 1]}"` : ''}`).join('\n')}
 `);
-  await a.deps.catalog.register(`apiVersion: playflow.io/v2
-kind: Playbook
-metadata: { name: window, path: s/window }
-workflow:
-  - step: items
-    loop: { in: "{{ range(8) | list }}", iterator: n, mode: async, max_in_flight: 2 }
-    tool: { kind: python, code: "result = n", args: { n: "{{ n }}" } }
-`);
-  await a.deps.catalog.register(`apiVersion: playflow.io/v2
-kind: Playbook
-metadata: { name: loop, path: s/loop }
-workflow:
-  - step: items
-    loop: { in: "{{ [1, 2, 3, 4] }}", iterator: n, mode: async, max_in_flight: 4 }
-    tool: { kind: python, code: "result = n", args: { n: "{{ n }}" } }
-`);
+  await a.deps.catalog.register(loopPlaybook('s/window', '{{ range(8) | list }}', 2));
+  await a.deps.catalog.register(loopPlaybook('s/loop', '{{ [1, 2, 3, 4] }}', 4));
 });
 afterAll(async () => {
   await a?.stop();
@@ -71,18 +57,19 @@ async function started(core: ServerCore, path = 's/chain'): Promise<ClaimedComma
   return core.deps.executions.claim(msg.data.queue_id, { worker_id: 'w1' });
 }
 
-/** Starts the 4-item loop on `core` and claims its four commands there. */
-async function loopStarted(core: ServerCore): Promise<ClaimedCommand[]> {
-  const { execution_id } = await core.deps.executions.start({ path: 's/loop', payload: {} });
-  const msgs = await core.broker.fetch({ max: 4, expiresMs: 2000 });
-  expect(msgs.map((m) => m.data.execution_id)).toEqual([execution_id, execution_id, execution_id, execution_id]);
+/** Starts a loop on `core` (the 4-item one unless told) and claims the `inFlight` commands it issues there. */
+async function loopStarted(core: ServerCore, path = 's/loop', inFlight = 4): Promise<ClaimedCommand[]> {
+  const { execution_id } = await core.deps.executions.start({ path, payload: {} });
+  const msgs = await core.broker.fetch({ max: inFlight, expiresMs: 2000 });
+  expect(msgs.map((m) => m.data.execution_id)).toEqual(msgs.map(() => execution_id));
+  expect(msgs).toHaveLength(inFlight);
   msgs.forEach((m) => m.ack());
   return Promise.all(msgs.map((m) => core.deps.executions.claim(m.data.queue_id, { worker_id: 'w1' })));
 }
 
-/** Reports a loop item's command done on `core` (its result: the item). */
+/** Reports a loop item's command done on `core` and takes the next item eagerly (its result: the item's index). */
 function reportItem(core: ServerCore, c: ClaimedCommand) {
-  return core.deps.executions.handleEvents([callDone(c, { response: c.args.n })], { claimNext });
+  return core.deps.executions.handleEvents([callDone(c, { response: c.iteration })], { claimNext });
 }
 
 /** Reports `cmd` done on `core` and takes the next command eagerly. */
@@ -210,16 +197,14 @@ describe('speculative decisions', () => {
   });
 
   it('lease the next items of a loop to the call.dones of one group commit, the state folding as stored', async () => {
-    const { execution_id: id } = await a.deps.executions.start({ path: 's/window', payload: {} });
-    const msgs = await a.broker.fetch({ max: 2, expiresMs: 2000 });
-    msgs.forEach((m) => m.ack());
-    let cmds = await Promise.all(msgs.map((m) => a.deps.executions.claim(m.data.queue_id, { worker_id: 'w1' })));
+    let cmds = await loopStarted(a, 's/window', 2);
+    const id = cmds[0].execution_id;
     const ran: number[] = [];
     while (cmds.length) {
       ran.push(...cmds.map((c) => c.iteration!));
       // reported together: the second waits for the first's transaction, or both go as one batch;
       // each decision's action_started for its next item shares the batch's copies (HandleOptions.owned)
-      const acks = await Promise.all(cmds.map((c) => a.deps.executions.handleEvents([callDone(c, { response: c.iteration })], { claimNext })));
+      const acks = await Promise.all(cmds.map((c) => reportItem(a, c)));
       cmds = acks.flatMap((k) => k.claimed ?? []);
       await consistent(a, id);
     }

@@ -102,6 +102,18 @@ export async function terminal(core: ServerCore, id: string): Promise<boolean> {
   return !!r && ['completed', 'failed', 'cancelled'].includes(r.status);
 }
 
+/** One async loop step `items` over `in` (a template), at most `maxInFlight` at once, each a python call whose result is its item. */
+export function loopPlaybook(path: string, items: string, maxInFlight: number, iterator = 'n'): string {
+  return `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: ${path.split('/').pop()}, path: ${path} }
+workflow:
+  - step: items
+    loop: { in: "${items}", iterator: ${iterator}, mode: async, max_in_flight: ${maxInFlight} }
+    tool: { kind: python, code: "result = ${iterator}", args: { ${iterator}: "{{ ${iterator} }}" } }
+`;
+}
+
 /** A chain of `n` steps s1 → s2 → … → sn, each a python call whose args carry the previous result. */
 export function chainPlaybook(path: string, n: number): string {
   const steps: string[] = [];
