@@ -130,6 +130,10 @@ function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
 /** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
 const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
 
+/** A run request's answer for an execution that now exists. */
+const started = (x: Pick<ExecutionRow, 'execution_id' | 'path' | 'version'>, commands: number): RunResponse =>
+  ({ execution_id: x.execution_id, status: 'started', path: x.path, version: x.version, commands });
+
 const notFoundMessage = (req: RunRequest) => req.version ? `playbook '${req.path}' version ${req.version} not found` : `playbook '${req.path}' not found`;
 
 /**
@@ -292,7 +296,7 @@ export class PgExecutionService implements ExecutionService {
     return this.run(async (client, ctx): Promise<RunResponse> => {
       if (parentId && parentQueue) {
         const existing = await execStore.findChild(client, parentId, parentQueue.command_id);
-        if (existing) return { execution_id: existing.execution_id, status: 'started' as const, path: existing.path, version: existing.version, commands: 0 };
+        if (existing) return started(existing, 0);
         const resumed = await this.children.resumeChild(client, ctx, parentId, parentQueue);
         if (resumed) return resumed;
       }
@@ -312,14 +316,9 @@ export class PgExecutionService implements ExecutionService {
         }
       }
       this.loader.playbooks.set(entry.catalog_id, entry.playbook);
-      if (!parentId && limits.limitOf(entry.playbook)) {
-        // a concurrency limit: the admitter starts it when a slot is free (server/executions/limits.ts)
-        await limits.hold(client, id);
-        held = true;
-        return { execution_id: id, status: 'started' as const, path: entry.path, version: entry.version, commands: 0 };
-      }
-      const commands = await this.begin(client, ctx, row, entry.playbook);
-      return { execution_id: id, status: 'started' as const, path: entry.path, version: entry.version, commands };
+      const commands = await this.beginUnlessHeld(client, ctx, row, entry.playbook);
+      held = commands === null;
+      return started(row, commands ?? 0);
     }, { retryUniqueChild: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
   }
 
@@ -335,15 +334,10 @@ export class PgExecutionService implements ExecutionService {
     return this.run(async (client, ctx, begun): Promise<RunResponse> => {
       const row = begun[0]?.rows[0] as ExecutionRow | undefined;
       if (!row) throw notFound(notFoundMessage(req));
-      const id = row.execution_id;
       const playbook = await this.loader.playbookFor(client, row.catalog_id);
-      if (limits.limitOf(playbook)) {
-        await limits.hold(client, id);
-        held = true;
-        return { execution_id: id, status: 'started' as const, path: row.path, version: row.version, commands: 0 };
-      }
-      const commands = await this.begin(client, ctx, row, playbook, this.hooks.loadVarsSql ? {} : undefined);
-      return { execution_id: id, status: 'started' as const, path: row.path, version: row.version, commands };
+      const commands = await this.beginUnlessHeld(client, ctx, row, playbook, this.hooks.loadVarsSql ? {} : undefined);
+      held = commands === null;
+      return started(row, commands ?? 0);
     }, { begin: insert, lastCommits: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
   }
 
@@ -361,6 +355,19 @@ export class PgExecutionService implements ExecutionService {
       if (first) return this.replayed(first, req);
     }
     throw err;
+  }
+
+  /**
+   * The first decision of a new execution, unless a concurrency limit holds it (a top-level one
+   * whose playbook has `concurrency.limit`: the admitter starts it when a slot is free,
+   * server/executions/limits.ts). The number of commands it queued, or null when held.
+   */
+  private async beginUnlessHeld(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow, playbook: Playbook, vars?: JsonObject): Promise<number | null> {
+    if (!row.parent_execution_id && limits.limitOf(playbook)) {
+      await limits.hold(client, row.execution_id);
+      return null;
+    }
+    return this.begin(client, ctx, row, playbook, vars);
   }
 
   /** The engine's start of a new (or admitted) execution row; the number of commands it queued. */
