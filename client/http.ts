@@ -263,10 +263,16 @@ export class PlayflowClient {
   /**
    * POST /api/v2/events with one event or a batch. `claimNext`: lease the commands the last event
    * issues to this worker and return them in `claimed` (eager dispatch; sent as a batch).
+   * `independent`: each event is handled as if sent alone (claim_next applying to each); the
+   * answer's `results` holds each one's outcome, refusals included.
    */
-  sendEvents(events: WorkerEvent | WorkerEvent[], opts: { claimNext?: ClaimNextRequest } = {}): Promise<EventsAck> {
+  sendEvents(events: WorkerEvent | WorkerEvent[], opts: { claimNext?: ClaimNextRequest; independent?: boolean } = {}): Promise<EventsAck> {
     const list = (Array.isArray(events) ? events : [events]).map(normaliseEvent);
-    if (opts.claimNext) return this.request('POST', '/api/v2/events', { body: { events: list, claim_next: opts.claimNext } });
+    if (opts.claimNext || opts.independent) {
+      return this.request('POST', '/api/v2/events', {
+        body: { events: list, ...(opts.claimNext ? { claim_next: opts.claimNext } : {}), ...(opts.independent ? { independent: true } : {}) },
+      });
+    }
     return this.request('POST', '/api/v2/events', { body: list.length === 1 ? list[0] : { events: list } });
   }
 

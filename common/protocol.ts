@@ -12,7 +12,7 @@ export type Id = string;
 export type {
   ErrorBody, StatusOk,
   CommandNotification, ClaimRequest, ClaimedCommand, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
-  WorkerEvent, EventsAck, ClaimNextRequest, EventsBatch,
+  WorkerEvent, EventsAck, EventResult, ClaimNextRequest, EventsBatch,
   RunRequest, RunResponse, ExecutionStatusName, StepView, ExecutionView, RetryRequest, RerunRequest, ExecutionList, EventView, EventsPage,
   PlaybookIssueView, RegisterPlaybookRequest, RegisterPlaybookResponse, CatalogEntryView, CatalogSummaryView, PlaybookList, ResourceOwner,
   CatalogVersionsView, DeletePlaybookResponse,

@@ -20,6 +20,11 @@ export function createWorkerMetrics() {
     messages: new Counter({ name: 'playflow_worker_messages_total', help: 'Broker notifications settled, by how (ack, nak, term)', labelNames: ['result'] as const, registers: [registry] }),
     claims: new Counter({ name: 'playflow_worker_claims_total', help: 'Claim attempts by result (claimed, already_claimed, finished, not_found, not_due, unreachable, error)', labelNames: ['result'] as const, registers: [registry] }),
     serverDown: new Gauge({ name: 'playflow_worker_server_unreachable', help: '1 while the server does not answer (no notifications are taken)', registers: [registry] }),
+    reportRequests: new Counter({
+      name: 'playflow_worker_report_requests_total', help: 'call.done report requests sent, by how many reports each carried (one, several: coalesced while others were out)',
+      labelNames: ['reports'] as const, registers: [registry],
+    }),
+    reports: new Counter({ name: 'playflow_worker_reports_total', help: 'call.done reports sent (a report sent again counts again)', registers: [registry] }),
     children: new Counter({ name: 'playflow_worker_child_playbooks_total', help: 'Child playbooks started for playbook tools', registers: [registry] }),
     enableDefault() {
       collectDefaultMetrics({ register: registry, prefix: 'playflow_worker_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });

@@ -28,6 +28,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ApiError, type PlayflowClient } from '../client/http.js';
 import type { ClaimedCommand, ClaimNextRequest, CommandNotification, WorkerEvent } from '../common/protocol.js';
+import { MAX_EVENTS_PER_REQUEST } from '../common/contract/worker.js';
 import { SecretsClient, type CredentialLease } from '../client/secrets.js';
 import { createAuthResolver, leaseOf } from './auth.js';
 import { redactUrlsIn } from '../common/redact-url.js';
@@ -44,6 +45,7 @@ import { configureFile } from './tools/file.js';
 import { configureHttp } from './tools/http.js';
 import { isObject } from './tools/json.js';
 import { type Logger, silentLogger } from '../common/logger.js';
+import { ReportBatcher } from './report-batcher.js';
 
 /** The part of PlayflowClient the runtime uses (tests may pass anything with these methods). */
 export type WorkerClient = Pick<PlayflowClient, 'claim' | 'heartbeat' | 'sendEvents' | 'run'> &
@@ -105,6 +107,11 @@ const NAK_MAX_MS = 10_000;
 const SHUTDOWN_NAK_DELAY_MS = 2000;
 /** A notification this worker cannot claim because its server is unreachable: left to other workers for this long. */
 const UNREACHABLE_NAK_DELAY_MS = 5000;
+/**
+ * Report requests out at once; the call.done reports that come meanwhile wait and go together in
+ * the next (worker/report-batcher.ts).
+ */
+const REPORTS_IN_FLIGHT = 2;
 /** Reporting a finished call: retry backoff from 0.25 s, doubling, at most this. */
 const REPORT_RETRY_MAX_MS = 2000;
 /** Probing an unreachable server: backoff from 0.5 s, doubling, at most this. */
@@ -172,6 +179,7 @@ export class WorkerRuntime {
   private readonly heartbeatMs: number;
   private readonly graceMs: number;
   private readonly eagerDispatch: boolean;
+  private readonly reports: ReportBatcher;
   private consumer: ConsumerHandle | null = null;
   private side: SideServer | null = null;
   private runtimeTimer: NodeJS.Timeout | null = null;
@@ -205,6 +213,14 @@ export class WorkerRuntime {
     this.heartbeatMs = Math.min((opts.heartbeatSeconds ?? 5) * 1000, (this.leaseSeconds * 1000) / 3);
     this.graceMs = (opts.graceSeconds ?? 30) * 1000;
     this.eagerDispatch = opts.eagerDispatch ?? true;
+    this.reports = new ReportBatcher(opts.client, {
+      maxInFlight: REPORTS_IN_FLIGHT,
+      maxBatch: Math.min(this.concurrency, MAX_EVENTS_PER_REQUEST),
+      onRequest: (n) => {
+        this.metrics.reportRequests.inc({ reports: n === 1 ? 'one' : 'several' });
+        this.metrics.reports.inc(n);
+      },
+    });
   }
 
   get metricsPort(): number | undefined {
@@ -575,10 +591,10 @@ export class WorkerRuntime {
       for (let attempt = 1; ; attempt++) {
         try {
           const eager = this.eagerDispatch && !this.stopping;
-          const ack = await this.o.client.sendEvents([event], eager ? { claimNext: this.claimNext() } : undefined);
+          const answer = await this.reports.send(event, eager ? this.claimNext() : undefined);
           this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}), ...(attempt > 1 ? { report_attempts: attempt } : {}) }, 'call.done reported');
           this.settle(f.msg, 'ack');
-          return eager ? ack?.claimed?.[0] : undefined;
+          return eager ? answer.claimed[0] : undefined;
         } catch (err) {
           const refusedBefore = event.payload.error && ['too_large', 'result_refused'].includes(String((event.payload.error as JsonObject).code));
           if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {

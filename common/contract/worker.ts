@@ -6,7 +6,7 @@
 import { Value } from '@sinclair/typebox/value';
 import type { Tool } from '../../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../../playbook/schema.js';
-import { Id, IdInput, JsonObject, NullableId, NullableInteger, NullableString, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
+import { ErrorBody, Id, IdInput, JsonObject, NullableId, NullableInteger, NullableString, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
 
 /**
  * Names only the server and the engine write; a worker may not send them (the event log is the
@@ -179,12 +179,31 @@ export const MAX_EVENTS_PER_REQUEST = 1000;
 export const EventsBatch = Type.Object({
   events: Type.Array(WorkerEvent, { minItems: 1, maxItems: MAX_EVENTS_PER_REQUEST }),
   claim_next: Type.Optional(ClaimNextRequest),
+  /**
+   * Each event is handled as if it came alone, in its own request: a refusal of one does not stop
+   * the others, and `claim_next` applies to each (up to `max` commands per event). The answer is
+   * 200 with `results`, one per event. A worker sends its slots' call.done reports this way when
+   * they finish together, in one request instead of one each.
+   */
+  independent: Type.Optional(Type.Boolean({ description: 'handle each event as if sent alone; the answer lists each outcome in `results`' })),
 });
 export type EventsBatch = Static<typeof EventsBatch>;
 
 /** The body of POST /api/v2/events: one event or a batch (validated against the branch it claims, see server/app/events.ts). */
 export const EventsRequest = Type.Union([WorkerEvent, EventsBatch]);
 export type EventsRequest = Static<typeof EventsRequest>;
+
+/** What one event of an `independent` batch came to: the answer it would have had alone. */
+export const EventResult = Type.Object({
+  /** 200, or the HTTP status of the refusal (404, 409, 410…). */
+  status: Type.Integer({ description: '200, or the HTTP status the event alone would have been refused with' }),
+  /** Recorded before (a redelivered event): nothing new was decided. */
+  duplicate: Type.Optional(Type.Boolean()),
+  commands: Type.Optional(Type.Integer({ description: 'commands queued as a result' })),
+  claimed: Type.Optional(Type.Array(Ref(ClaimedCommand), { description: "with claim_next: the commands this event's decision leased to the worker" })),
+  error: Type.Optional(ErrorBody.properties.error),
+});
+export type EventResult = Static<typeof EventResult>;
 
 export const EventsAck = Type.Object({
   status: StringEnum(['ok']),
@@ -193,6 +212,8 @@ export const EventsAck = Type.Object({
   commands: Type.Integer({ description: 'commands queued as a result' }),
   /** Commands leased to the caller by `claim_next` (present when it was asked, possibly empty). */
   claimed: Type.Optional(Type.Array(Ref(ClaimedCommand), { description: 'with claim_next: the commands leased to its worker' })),
+  /** An `independent` batch: each event's outcome, in request order. */
+  results: Type.Optional(Type.Array(EventResult, { description: "an independent batch: each event's outcome, in request order" })),
 }, { $id: 'EventsAck' });
 export type EventsAck = Static<typeof EventsAck>;
 

@@ -14,18 +14,20 @@
  *   queue_id?, worker_id?}` or `{events: [...]}` (1..1000) → EventsAck `{status: 'ok', accepted,
  *   duplicates, commands}`. The spec's worker flow uses /api/v2/events; it is the canonical path.
  *   A batch may carry `claim_next {worker_id, lease_seconds?, max?}` (eager dispatch, see
- *   ClaimNextRequest): the ack then has `claimed`, the commands leased to that worker.
+ *   ClaimNextRequest): the ack then has `claimed`, the commands leased to that worker. With
+ *   `independent: true` each event is handled as if it came alone: the answer is 200 with
+ *   `results[i]` = `{status: 200, duplicate, commands, claimed}` or `{status: 4xx/5xx, error}`.
  */
 import { redactUrlsDeep } from '../../common/redact-url.js';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { EventsAck, EventsBatch, EventsPage, EventsPageQuery, EventsRequest, IdParams, Ref, WorkerEvent } from '../../common/contract/index.js';
+import { EventsAck, EventsBatch, EventsPage, EventsPageQuery, EventsRequest, IdParams, Ref, WorkerEvent, type ClaimNextRequest, type EventResult } from '../../common/contract/index.js';
 import { notFound } from '../errors.js';
 import * as eventStore from '../store/events.js';
 import type { AppContext } from './context.js';
 import { errors } from './schemas.js';
-import { routeSchema, toId } from './support.js';
+import { errorAnswer, routeSchema, toId } from './support.js';
 
 const TAG = 'events';
 const LONG_POLL_TICK_MS = 250;
@@ -91,6 +93,31 @@ export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext
     return { execution_id: id, events: page.events.map(redactIssuedCommand), next_after: page.next_after, last_seq: await eventStore.lastSeq(deps.db.pool, id) };
   });
 
+  /**
+   * An independent batch: each event goes its own way, concurrently, as if it came alone (the
+   * executions' batcher still commits the ones of one execution together). Each one's answer, a
+   * refusal included, is its entry in `results`.
+   */
+  const independently = async (req: FastifyRequest, events: WorkerEvent[], claimNext: ClaimNextRequest | undefined): Promise<EventsAck> => {
+    const results = await Promise.all(events.map(async (e): Promise<EventResult> => {
+      try {
+        const one = await deps.executions.handleEvents([e], claimNext ? { claimNext } : {});
+        return { status: 200, duplicate: one.duplicates > 0, commands: one.commands, ...(one.claimed ? { claimed: one.claimed } : {}) };
+      } catch (err) {
+        return errorAnswer(err, req, () => deps.stopping?.() ?? false) as EventResult; // details are JSON (AppError details, a request id)
+      }
+    }));
+    const ack: EventsAck = { status: 'ok', accepted: 0, duplicates: 0, commands: 0, ...(claimNext ? { claimed: [] } : {}), results };
+    for (const r of results) {
+      if (r.status !== 200) continue;
+      if (r.duplicate) ack.duplicates++;
+      else ack.accepted++;
+      ack.commands += r.commands ?? 0;
+      if (r.claimed) ack.claimed!.push(...r.claimed);
+    }
+    return ack;
+  };
+
   for (const url of ['/api/v2/events', '/api/events']) {
     app.post(url, {
       schema: routeSchema(TAG, url === '/api/v2/events' ? 'Report events (one, or {events: [...]})' : 'Report events (alias of /api/v2/events)', {
@@ -113,6 +140,7 @@ export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext
         return ev;
       });
       const claimNext = 'events' in req.body ? req.body.claim_next : undefined;
+      if ('events' in req.body && req.body.independent) return independently(req, events, claimNext);
       return deps.executions.handleEvents(events, claimNext ? { claimNext } : {});
     });
   }

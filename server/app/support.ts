@@ -199,32 +199,44 @@ export function errorHandler(stopping: () => boolean = () => false) {
 }
 
 function handleError(err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply, stopping: () => boolean) {
+  if (!(err instanceof AppError)) {
+    const fe = err as FastifyError & { validationContext?: string };
+    if (fe.validation) {
+      const problems = mapValidationErrors(fe.validation as ErrorObject[], fe.validationContext ?? 'body');
+      const message = problems.length ? problems.map(describeProblem).join('; ') : fe.message;
+      return sendError(reply, 400, 'bad_request', message, problems);
+    }
+    const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
+    if (known) {
+      const [status, code, text] = known;
+      return sendError(reply, status, code, text ?? fe.message);
+    }
+    if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+      return sendError(reply, fe.statusCode, (fe.code ?? `http_${fe.statusCode}`).toLowerCase(), fe.message);
+    }
+  }
+  const a = errorAnswer(err, req, stopping);
+  return sendError(reply, a.status, a.error.code, a.error.message, a.error.details);
+}
+
+/**
+ * The answer a service's error gets: an AppError its own; a lost database connection 503 (nothing
+ * was done, the caller retries); anything else 500, logged. Also the outcome of one event of an
+ * independent batch (server/app/events.ts), which answers inside the batch's 200.
+ */
+export function errorAnswer(err: unknown, req: FastifyRequest, stopping: () => boolean = () => false): { status: number; error: { code: string; message: string; details?: unknown } } {
+  const answer = (status: number, code: string, message: string, details?: unknown) => ({ status, error: details === undefined ? { code, message } : { code, message, details } });
   if (err instanceof AppError) {
     if (err.statusCode >= 500) req.log.error({ err }, err.message);
-    return sendError(reply, err.statusCode, err.code, err.message, err.details);
+    return answer(err.statusCode, err.code, err.message, err.details);
   }
-  const fe = err as FastifyError & { validationContext?: string };
-  if (fe.validation) {
-    const problems = mapValidationErrors(fe.validation as ErrorObject[], fe.validationContext ?? 'body');
-    const message = problems.length ? problems.map(describeProblem).join('; ') : fe.message;
-    return sendError(reply, 400, 'bad_request', message, problems);
-  }
-  const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
-  if (known) {
-    const [status, code, text] = known;
-    return sendError(reply, status, code, text ?? fe.message);
-  }
-  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-    return sendError(reply, fe.statusCode, (fe.code ?? `http_${fe.statusCode}`).toLowerCase(), fe.message);
-  }
-  if (isConnectionError(err)) {
-    // A lost or refused database connection: nothing was done, the caller retries (workers do).
+  if (err instanceof Error && isConnectionError(err)) {
     if (stopping()) req.log.debug({ err: err.message }, 'database connection lost during the request (the server is stopping)');
     else req.log.warn({ err: err.message }, 'database connection lost during the request');
-    return sendError(reply, 503, 'database_unavailable', 'the database connection was lost or refused; retry the request', { request_id: req.id });
+    return answer(503, 'database_unavailable', 'the database connection was lost or refused; retry the request', { request_id: req.id });
   }
   req.log.error({ err }, 'unhandled error');
-  return sendError(reply, 500, 'internal_error', 'internal server error; see the server log', { request_id: req.id });
+  return answer(500, 'internal_error', 'internal server error; see the server log', { request_id: req.id });
 }
 
 /** Errors fastify raises before routing (e.g. a malformed percent-encoding in the URL). */

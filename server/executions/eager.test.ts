@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClaimedCommand, WorkerEvent } from '../../common/protocol.js';
+import type { ClaimedCommand, EventsAck, WorkerEvent } from '../../common/protocol.js';
 import type { TestDatabase } from '../../test/helpers/pg.js';
 import { buildApp } from '../app/index.js';
 import type { ServerCore } from '../core.js';
@@ -242,6 +242,61 @@ describe('call.done with claim_next', () => {
     const ack = (await ok.json()) as { claimed: ClaimedCommand[] };
     expect(ack).toMatchObject({ accepted: 1, commands: 1, claimed: [{ step: 's2', worker_id: 'w-http', attempt: 1 }] });
     expect(ack.claimed[0].context.workload).toBeDefined();
+    await core.deps.executions.cancel(id);
+  });
+});
+
+describe('an independent batch (POST /api/v2/events with independent: true)', () => {
+  const post = async (body: unknown) => {
+    const res = await fetch(`${base}/api/v2/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as EventsAck };
+  };
+  const item = (c: ClaimedCommand) => done(c, { response: (c.tool.args as { i?: number } | undefined)?.i ?? null });
+
+  it('handles each call.done as if it came alone: a refused one stops none of the others, each gets its own next item', async () => {
+    const { execution_id: id } = await core.deps.executions.start({ path: 'e/bounded', payload: {} });
+    const first = await notified(id);
+    expect(first).toHaveLength(3);
+    const running = await Promise.all(first.map((q) => core.deps.executions.claim(q, { worker_id: 'w-batch' })));
+    const forged = { ...item(running[1]), lease_token: 'not-the-token-of-this-lease' };
+
+    const { status, body } = await post({ events: [item(running[0]), forged, item(running[2])], claim_next: { worker_id: 'w-batch' }, independent: true });
+    expect(status).toBe(200);
+    expect(body.results).toHaveLength(3);
+    expect(body.results![1]).toMatchObject({ status: 409, error: { code: 'not_lease_holder' } });
+    for (const i of [0, 2]) {
+      expect(body.results![i]).toMatchObject({ status: 200, duplicate: false, commands: 1 });
+      expect(body.results![i].claimed).toHaveLength(1);
+      expect(body.results![i].claimed![0]).toMatchObject({ step: 'items', worker_id: 'w-batch', attempt: 1 });
+    }
+    expect(body).toMatchObject({ accepted: 2, duplicates: 0, commands: 2 });
+    expect(body.claimed!.map((c) => c.queue_id)).toEqual([body.results![0].claimed![0].queue_id, body.results![2].claimed![0].queue_id]);
+    const status1 = async (q: string) => (await core.db.pool.query('SELECT status FROM queue WHERE queue_id = $1', [q])).rows[0].status;
+    expect(await status1(String(running[1].queue_id))).toBe('leased'); // the refused report changed nothing
+    expect(await status1(String(running[0].queue_id))).toBe('done');
+
+    // the same reports again: the two taken are duplicates, as any repeated report is; the third is taken now
+    const again = await post({ events: [item(running[0]), item(running[1]), item(running[2])], claim_next: { worker_id: 'w-batch' }, independent: true });
+    expect(again.body.results!.map((r) => [r.status, r.duplicate])).toEqual([[200, true], [200, false], [200, true]]);
+    expect(again.body).toMatchObject({ accepted: 1, duplicates: 2 });
+    let next = [...body.claimed!, ...again.body.results![1].claimed!];
+    while (next.length) {
+      const r = await post({ events: next.map(item), claim_next: { worker_id: 'w-batch' }, independent: true });
+      expect(r.body.results!.every((x) => x.status === 200)).toBe(true);
+      next = r.body.results!.flatMap((x) => x.claimed ?? []);
+    }
+    const x = await core.deps.executions.get(id);
+    expect(x).toMatchObject({ status: 'completed', result: [0, 1, 2, 3, 4, 5, 6, 7, 8] });
+    expect(await notified(id)).toEqual([]); // every item after the first three went to the batch's worker
+    expect(await core.executions.foldState(id)).toEqual(await core.executions.loadState(id));
+  });
+
+  it('refuses a malformed independent flag, naming it, and records nothing', async () => {
+    const { id, cmd } = await firstCommand('e/chain');
+    const r = await post({ events: [done(cmd)], independent: 'yes' });
+    expect(r.status).toBe(400);
+    expect(JSON.stringify(r.body)).toContain('independent');
+    expect((await core.deps.executions.events(id)).events.filter((e) => e.name === 'call.done')).toEqual([]);
     await core.deps.executions.cancel(id);
   });
 });

@@ -23,6 +23,8 @@ let app: FastifyInstance;
 let base: string;
 let api: LocalServer;
 let slowHits = 0;
+const GATE = 4;
+const gate: Array<() => void> = [];
 let tokenCalls = 0;
 
 /** The real client, recording what the worker claimed and which claims were refused. */
@@ -71,6 +73,12 @@ beforeAll(async () => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
     if (req.url === '/slow') { slowHits++; setTimeout(() => json(res, 200, { slow: true }), 600); return; }
     if (req.url === '/broken') return json(res, 500, { oops: true });
+    if (req.url.startsWith('/gate/')) {
+      // answers in groups of GATE: the calls of a group finish together
+      gate.push(() => json(res, 200, { i: Number(req.url.split('/')[2]) }));
+      if (gate.length >= GATE) for (const open of gate.splice(0)) open();
+      return;
+    }
     if (req.url === '/token') { tokenCalls++; return json(res, 200, { access_token: 'tok-123', token_type: 'bearer', expires_in: 3600 }); }
     if (req.url === '/whoami') return json(res, 200, { authorization: req.headers.authorization ?? null });
     json(res, 404, {});
@@ -104,6 +112,14 @@ workflow:
 workbook:
   - name: plus_one
     tool: { kind: python, code: "def main(v):\\n    return v + 1" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: together, path: w/together }
+workflow:
+  - step: start
+    loop: { in: "{{ range(8) | list }}", iterator: i, mode: async, max_in_flight: ${GATE} }
+    tool: { kind: http, endpoint: "${api.url}/gate/{{ i }}" }
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
@@ -285,6 +301,45 @@ describe('worker runtime against the real server', () => {
       } finally {
         await rt.stop();
       }
+    }
+  });
+
+  it('call.done reports that finish together go in one request, each with its own outcome and next item', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const requests: Array<{ events: number; independent: boolean }> = [];
+    const client: WorkerClient = {
+      claim: (q, r) => c.claim(q, r),
+      heartbeat: (q, r) => c.heartbeat(q, r),
+      sendEvents: (e, o) => {
+        requests.push({ events: Array.isArray(e) ? e.length : 1, independent: Boolean(o?.independent) });
+        return c.sendEvents(e, o);
+      },
+      run: (r) => c.run(r),
+      request: (m, p, o) => c.request(m, p, o),
+    };
+    const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-together', concurrency: GATE, python: { size: 1 }, metricsPort: 0, metricsHost: '127.0.0.1' });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/together', payload: {} });
+      const done = (await terminal(c, run.execution_id)) as ExecutionView;
+      expect(done.status).toBe('completed');
+      expect((done.steps.start.result as Array<{ data: { i: number } }>).map((r) => r.data.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      // four calls finish at once: two go out, the other two wait for one of them and go together
+      const batched = requests.filter((r) => r.events > 1);
+      expect(batched.length).toBeGreaterThan(0);
+      expect(batched.every((r) => r.independent)).toBe(true);
+      expect(requests.reduce((n, r) => n + r.events, 0)).toBe(8); // each call reported once
+      expect(requests.length).toBeLessThan(8);
+      const text = await (await fetch(`http://127.0.0.1:${rt.metricsPort}/metrics`)).text();
+      expect(text).toMatch(new RegExp(`playflow_worker_report_requests_total\\{reports="several"\\} ${batched.length}`));
+      expect(text).toMatch(/playflow_worker_reports_total 8/);
+      const events = (await c.getEvents(run.execution_id, { limit: 500 })).events;
+      expect(events.filter((e) => e.name === 'call.done')).toHaveLength(8);
+      const started = events.filter((e) => e.name === 'action_started');
+      expect(started).toHaveLength(8);
+      expect(started.every((e) => (e.payload as { worker_id?: string }).worker_id === 'w-together')).toBe(true);
+    } finally {
+      await rt.stop();
     }
   });
 

@@ -1,0 +1,109 @@
+/**
+ * A worker's call.done reports, coalesced. A report goes out at once when fewer than
+ * `maxInFlight` report requests are out; otherwise it waits, and the ones waiting when a request
+ * comes back go together in the next, as an `independent` batch (server/app/events.ts): each
+ * event handled as if it came alone, each one's outcome in `results`. A sequential chain never
+ * waits (one slot, one report at a time); a loop's items, finishing many at once, cost the worker
+ * and the server one HTTP request for several instead of one each.
+ *
+ * Each report resolves or fails as if it had been sent alone, so the caller's handling of a
+ * refusal (409, 410, 413…) is the same either way. A batch refused whole (unreachable, too large)
+ * is sent again one event at a time: an event the server took before is then a duplicate or a
+ * 410, as for any retried report. A server that predates `independent` answers without `results`,
+ * having taken every event (it fails the request on any refusal).
+ */
+import { ApiError } from '../client/http.js';
+import type { ClaimNextRequest, ClaimedCommand, EventsAck, WorkerEvent } from '../common/protocol.js';
+
+/** What a report came to: the commands its claim_next leased to this worker (eager dispatch). */
+export interface ReportAnswer {
+  claimed: ClaimedCommand[];
+}
+
+export interface ReportSender {
+  sendEvents(events: WorkerEvent[], opts?: { claimNext?: ClaimNextRequest; independent?: boolean }): Promise<EventsAck>;
+}
+
+interface Waiting {
+  event: WorkerEvent;
+  claimNext?: ClaimNextRequest;
+  resolve(a: ReportAnswer): void;
+  reject(err: unknown): void;
+}
+
+export class ReportBatcher {
+  private readonly waiting: Waiting[] = [];
+  private inFlight = 0;
+  /** Requests sent, and the events they carried (metrics and tests). */
+  readonly sent = { requests: 0, events: 0 };
+
+  constructor(
+    private readonly sender: ReportSender,
+    private readonly o: { maxInFlight: number; maxBatch: number; onRequest?: (reports: number) => void },
+  ) {}
+
+  send(event: WorkerEvent, claimNext?: ClaimNextRequest): Promise<ReportAnswer> {
+    return new Promise<ReportAnswer>((resolve, reject) => {
+      this.waiting.push({ event, claimNext, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.o.maxInFlight && this.waiting.length > 0) {
+      // One request asks one claim_next: the reports that go together all ask it, or none does.
+      const wantsClaim = this.waiting[0].claimNext !== undefined;
+      const batch: Waiting[] = [];
+      for (let i = 0; i < this.waiting.length && batch.length < this.o.maxBatch;) {
+        if ((this.waiting[i].claimNext !== undefined) === wantsClaim) batch.push(...this.waiting.splice(i, 1));
+        else i++;
+      }
+      this.inFlight++;
+      void this.dispatch(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async dispatch(batch: Waiting[]): Promise<void> {
+    if (batch.length === 1) return this.alone(batch[0]);
+    const claimNext = batch[0].claimNext;
+    let ack: EventsAck;
+    try {
+      this.count(batch.length);
+      ack = await this.sender.sendEvents(batch.map((w) => w.event), { ...(claimNext ? { claimNext } : {}), independent: true });
+    } catch {
+      await Promise.all(batch.map((w) => this.alone(w)));
+      return;
+    }
+    const results = ack.results;
+    if (!results || results.length !== batch.length) {
+      // A server that predates `independent` took the batch whole: every event, in order, and the
+      // claims of the last one's decision (a refusal would have failed the request).
+      batch.forEach((w, i) => w.resolve({ claimed: i === 0 ? ack.claimed ?? [] : [] }));
+      return;
+    }
+    batch.forEach((w, i) => {
+      const r = results[i];
+      if (r.status === 200) w.resolve({ claimed: r.claimed ?? [] });
+      else w.reject(new ApiError(r.status, r.error?.code ?? `http_${r.status}`, r.error?.message ?? `event refused (${r.status})`, r.error?.details));
+    });
+  }
+
+  private async alone(w: Waiting): Promise<void> {
+    try {
+      this.count(1);
+      const ack = await this.sender.sendEvents([w.event], w.claimNext ? { claimNext: w.claimNext } : undefined);
+      w.resolve({ claimed: ack?.claimed ?? [] });
+    } catch (err) {
+      w.reject(err);
+    }
+  }
+
+  private count(events: number): void {
+    this.sent.requests++;
+    this.sent.events += events;
+    this.o.onRequest?.(events);
+  }
+}
