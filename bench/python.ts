@@ -5,10 +5,13 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/python.js [calls=500]
  *
+ * Also prints the interpreter's own CPU per call (/proc), which the peers' W1 counts too.
+ *
  * The runner script is read from worker/python/runner.py of the source tree when the build
  * output has no copy. No assertion: prints the figures.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { runTool } from '../worker/tools/index.js';
 import { closePythonPool, configurePython, pythonPool } from '../worker/tools/python.js';
@@ -23,12 +26,24 @@ function stats(ms: number[]) {
 }
 const f = (n: number) => `${n.toFixed(3)} ms`;
 
+/** utime + stime of a process in ms (Linux), NaN elsewhere. */
+function interpreterCpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
 async function main() {
   configurePython({ size: 1, maxCallsPerProcess: 1_000_000 });
   await pythonPool().start();
   const ctx = { args: {}, execution_id: '1', step: 'bench', resolveAuth: async () => ({}), signal: new AbortController().signal, logger: silentLogger };
   const tool = { kind: 'python' as const, code: 'def main(x):\n    return x + 1', args: { x: 1 } };
   for (let i = 0; i < 50; i++) await runTool(tool, ctx); // warm-up (imports, JIT)
+  const interpreter = pythonPool().stats.pids[0];
+  const cpu0 = interpreterCpuMs(interpreter);
   const times: number[] = [];
   for (let i = 0; i < N; i++) {
     const t0 = performance.now();
@@ -37,6 +52,7 @@ async function main() {
     if (out.response !== 2) throw new Error(`unexpected outcome ${JSON.stringify(out)}`);
   }
   const warm = stats(times);
+  const interpreterUs = ((interpreterCpuMs(interpreter) - cpu0) * 1000) / N;
 
   const parallel = 4;
   configurePython({ size: parallel });
@@ -58,6 +74,7 @@ async function main() {
 
   console.log(`python tool, warm pool (${N} sequential calls to a trivial main):`);
   console.log(`  median ${f(warm.median)}  p90 ${f(warm.p90)}  p99 ${f(warm.p99)}  min ${f(warm.min)}  max ${f(warm.max)}`);
+  console.log(`  the interpreter's own CPU: ${interpreterUs.toFixed(0)} µs per call (Linux /proc; 10 ms ticks, so use calls=5000 or more)`);
   console.log(`  throughput with ${parallel} interpreters: ${throughput.toFixed(0)} calls/s`);
   console.log(`reference: fresh python3 process start + exit, median ${f(stats(cold).median)}`);
 }

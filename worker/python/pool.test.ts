@@ -24,6 +24,34 @@ describe('PythonPool', () => {
     await pool.close();
   });
 
+  it('one interpreter running alternating code: each traceback shows the lines of the code that ran, globals do not carry over', async () => {
+    // The runner keeps compiled code; alternating snippets must not mix their source lines or state.
+    const pool = new PythonPool({ size: 1, maxCallsPerProcess: 100 });
+    await pool.start();
+    try {
+      const a = 'count = globals().get("count", 0) + 1\ndef main(n):\n    raise KeyError("a-%d-%d" % (n, count))';
+      const b = 'def main(n):\n    x = n\n    raise LookupError("b-" + str(x))';
+      const pids = new Set<number>();
+      for (let round = 0; round < 3; round++) {
+        for (const [code, message, line] of [
+          [a, `KeyError: 'a-${round}-1'`, 'raise KeyError("a-%d-%d" % (n, count))'],
+          [b, `LookupError: b-${round}`, 'raise LookupError("b-" + str(x))'],
+        ] as const) {
+          const r = await pool.call({ code, args: { n: round } });
+          expect(r.ok).toBe(false);
+          if (r.ok) return;
+          if (r.pid !== undefined) pids.add(r.pid);
+          expect(`${r.error.type}: ${r.error.message}`).toBe(message);
+          expect(r.error.traceback).toContain('line 3, in main');
+          expect(r.error.traceback).toContain(line);
+        }
+      }
+      expect(pids.size).toBe(1);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('a large answer keeps its result as the JSON text the interpreter wrote; small ones are parsed', async () => {
     const pool = new PythonPool({ size: 1 });
     await pool.start();
