@@ -107,6 +107,17 @@ describe('http tool', () => {
     expect(n.error?.status).toBeUndefined();
   });
 
+  it('a cancelled call (the worker aborting it) ends at once as cancelled, not as a timeout; an already cancelled one never starts', async () => {
+    const ac = new AbortController();
+    const t0 = Date.now();
+    setTimeout(() => ac.abort(new Error('lease lost')), 150);
+    const out = await runTool({ kind: 'http', endpoint: `${srv.url}/slow`, timeout: 10 }, makeCtx({ signal: ac.signal }));
+    expect(out.error?.code).toBe('cancelled');
+    expect(Date.now() - t0).toBeLessThan(2000);
+    const before = await runTool({ kind: 'http', endpoint: `${srv.url}/slow`, timeout: 10 }, makeCtx({ signal: ac.signal }));
+    expect(before.error?.code).toBe('cancelled');
+  });
+
   it('verify: true rejects a self-signed certificate, verify: false accepts it', async () => {
     const strict = await runTool({ kind: 'http', endpoint: `${tls.url}/echo` }, makeCtx());
     expect(strict.error?.code).toBe('network');
