@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError, PlayflowClient, encodeCatalogPath } from './http.js';
+import { createServerFetch } from '../worker/server-fetch.js';
 
 // A local HTTP server that records requests and answers what the test sets; the real server's
 // behaviour is covered by test/server/*.
@@ -34,6 +35,27 @@ function reply(status: number, body: unknown) {
 }
 
 describe('PlayflowClient', () => {
+  it('a server that does not answer within timeoutMs is a timeout (status 0), over fetch and over the worker transport', async () => {
+    const silent = http.createServer(() => {}); // takes the request, never answers
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const transport = createServerFetch();
+    try {
+      for (const fetchImpl of [undefined, transport.fetch]) {
+        const t0 = Date.now();
+        const err = await new PlayflowClient({ baseUrl: url, timeoutMs: 300, fetch: fetchImpl }).getExecution('1').catch((e) => e);
+        expect(err).toBeInstanceOf(ApiError);
+        expect(err).toMatchObject({ status: 0, code: 'timeout' });
+        expect(err.message).toContain('no answer within 300 ms');
+        expect(Date.now() - t0).toBeLessThan(3000);
+      }
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((r) => silent.close(() => r()));
+      await transport.close();
+    }
+  });
+
   it('sends the bearer token, JSON bodies and string ids', async () => {
     reply(201, { execution_id: '9007199254740993', status: 'started', path: 'a/b', version: 1, commands: 1 });
     const c = new PlayflowClient({ baseUrl, token: 'sekrit' });
