@@ -8,6 +8,11 @@
  * closed in the same write is inserted with its final status instead of inserted and then updated
  * (see `mergeCloses`).
  *
+ * The events, the new queue rows and the summaries are inserted only once the execution row is
+ * updated (they read `up`): these tables have no foreign key to `execution` (migration 290), and
+ * the update's row lock does what the key's check did, holding off a concurrent delete, while no
+ * row is written for an execution that is not there.
+ *
  * The step summaries are rows of `execution_step` (migration 260), not a jsonb column of the
  * execution row: a write upserts only the summaries it changed, so its cost does not grow with the
  * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
@@ -100,6 +105,13 @@ function guardSql(p: [string, string, string, string]): string {
 const SQL = `
 WITH ok AS (
   SELECT ${guardSql(['$1', '$18', '$19', '$20'])} AS current
+), up AS (
+  -- first: the inserts below read it (see the header)
+  UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
+         updated_at = now(),
+         finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
+   WHERE execution_id = $1 AND (SELECT current FROM ok)
+  RETURNING updated_at, finished_at
 ), evs AS MATERIALIZED (
   SELECT * FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
                                                    share_path text[], share_idx integer, value_seq integer)
@@ -112,7 +124,7 @@ WITH ok AS (
          CASE WHEN $17::boolean AND e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END,
          CASE WHEN $17::boolean THEN e.value_seq END
     FROM evs e
-   WHERE (SELECT current FROM ok)
+   WHERE EXISTS (SELECT 1 FROM up)
    ORDER BY e.seq
 ), cmds AS (
   -- a command without its own cmd is the payload of the command_issued event that issued it
@@ -132,7 +144,7 @@ WITH ok AS (
          CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END,
          COALESCE(c.command->>'pool', 'default')
     FROM cmds c
-   WHERE (SELECT current FROM ok)
+   WHERE EXISTS (SELECT 1 FROM up)
   ON CONFLICT (execution_id, command_id) DO NOTHING
   RETURNING queue_id, step, command_id, pool, status, status = 'queued' AND available_at <= now() AS due
 ), cl AS (
@@ -159,15 +171,9 @@ WITH ok AS (
               THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer) ELSE s.value END,
          CASE WHEN $15::jsonb ? s.key AND $17::boolean THEN $13::jsonb -> ($15::jsonb ->> s.key)::integer END
     FROM jsonb_each($8::jsonb) AS s
-   WHERE (SELECT current FROM ok)
+   WHERE EXISTS (SELECT 1 FROM up)
   ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary, result_value = EXCLUDED.result_value
    WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary OR execution_step.result_value IS DISTINCT FROM EXCLUDED.result_value
-), up AS (
-  UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
-         updated_at = now(),
-         finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
-   WHERE execution_id = $1 AND (SELECT current FROM ok)
-  RETURNING updated_at, finished_at
 )
 SELECT ok.current, up.updated_at, up.finished_at,
        (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'pool', ins.pool, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
