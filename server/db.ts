@@ -123,8 +123,12 @@ export interface CommitRules {
 
 /** A transaction's client that can send its last statement with the COMMIT (CommitRules). */
 export interface CommittingClient {
-  /** Runs a simple query (one or more statements, no parameters), then COMMIT, in one round trip; its results without COMMIT's. */
-  queryAndCommit(sql: string): Promise<pg.QueryResult[]>;
+  /**
+   * Runs a simple query (one or more statements, no parameters), then COMMIT, in one round trip;
+   * its results without COMMIT's. `prepare`: the session statements it EXECUTEs, PREPAREd first
+   * where the connection lacks them.
+   */
+  queryAndCommit(sql: string, prepare?: readonly SessionStatement[]): Promise<pg.QueryResult[]>;
 }
 
 /** Whether `client` is a transaction's client that can commit with its last statement. */
@@ -240,7 +244,7 @@ export function committingClient(conn: pg.PoolClient, rules: CommitRules): { cli
       if (last) return withCommit(last.sql, last.prepare).then((r) => r[r.length - 1]);
       return conn.query(config as pg.QueryConfig, values);
     },
-    queryAndCommit: (sql: string) => withCommit(sql),
+    queryAndCommit: (sql: string, prepare?: readonly SessionStatement[]) => withCommit(sql, prepare),
   };
   return { client: client as unknown as pg.PoolClient & CommittingClient, committed: () => committed, broken: () => broken };
 }

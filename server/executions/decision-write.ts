@@ -14,7 +14,7 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
-import { canCommitWith } from '../db.js';
+import { canCommitWith, type CommittingClient } from '../db.js';
 import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
@@ -146,14 +146,22 @@ export class DecisionWriter {
     const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
     if (hookSql === undefined) await this.s.hooks.onExecutionTerminal(client, terminal);
     const lit = idLiteral(id);
-    // a simple query: each statement answers in order, the queue's UPDATE first, the children last
-    const sql = [queueStore.cancelOpenSql(lit), hookSql, execStore.notifyEndedSql(id), execStore.openChildrenSql(lit)].filter(Boolean).join('; ');
     const hasParent = Boolean(row.parent_execution_id) && row.parent_command_id !== null;
+    const commitNow = !hasParent && canCommitWith(client);
+    // a simple query: each statement answers in order, the queue's UPDATE first, the children last.
+    // With the COMMIT, the two statements of ours are EXECUTEd (prepared once per connection, not
+    // planned at every end); a query that cannot carry their PREPAREs sends them whole.
+    const sql = [
+      commitNow ? queueStore.CANCEL_OPEN_STATEMENT.execute(lit) : queueStore.cancelOpenSql(lit),
+      hookSql,
+      execStore.notifyEndedSql(id),
+      commitNow ? execStore.OPEN_CHILDREN_STATEMENT.execute(lit) : execStore.openChildrenSql(lit),
+    ].filter(Boolean).join('; ');
     // listed before the query: a COMMIT sent with it is announced (service.ts `ending`) and, if it fails, withdrawn
     const ending = { id, openChildren: [] as string[] };
     ctx.terminated.push(ending);
-    const results = !hasParent && canCommitWith(client)
-      ? await client.queryAndCommit(sql)
+    const results = commitNow
+      ? await (client as pg.PoolClient & CommittingClient).queryAndCommit(sql, [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT])
       : (await client.query(sql)) as unknown as pg.QueryResult[];
     const cancelled = results[0].rowCount ?? 0;
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);

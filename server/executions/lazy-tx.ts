@@ -75,7 +75,7 @@ export class LazyTransaction implements CommittingClient {
     private readonly reserveAfter = 0, private readonly beforeCommit: () => void = () => {}) {
     this.client = {
       query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values),
-      queryAndCommit: (sql: string) => this.queryAndCommit(sql),
+      queryAndCommit: (sql: string, prepare?: readonly SessionStatement[]) => this.queryAndCommit(sql, prepare),
     } as unknown as pg.PoolClient & CommittingClient;
   }
 
@@ -116,9 +116,9 @@ export class LazyTransaction implements CommittingClient {
   }
 
   /** The last statements of the open transaction and its COMMIT in one round trip (the end's: decision-write.ts `ended`). */
-  async queryAndCommit(sql: string): Promise<pg.QueryResult[]> {
+  async queryAndCommit(sql: string, prepare: readonly SessionStatement[] = []): Promise<pg.QueryResult[]> {
     if (this.state !== 'open') throw new Error(`speculative transaction of execution ${this.executionId}: queryAndCommit while ${this.state}`);
-    return this.sendWithCommit(sql, [], 0);
+    return this.sendWithCommit(sql, prepare, 0);
   }
 
   private async writeAndCommit(write: string): Promise<pg.QueryResult> {

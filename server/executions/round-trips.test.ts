@@ -1,7 +1,8 @@
 /**
  * The round trips to PostgreSQL of an execution's life, counted on the wire (every query this
  * process sends; a simple query of several statements is one). Each transaction's last statement
- * carries its COMMIT (db.ts CommitRules): a top-level start is BEGIN with the insert, then the
+ * carries its COMMIT (db.ts CommitRules): a top-level start is BEGIN with the insert (a session
+ * statement, EXECUTEd; PREPAREd ahead of it where the connection lacks it), then the
  * write with COMMIT; a claim under the lock is its prelude, the lease, then the write with
  * COMMIT; the step that ends the execution is the write with BEGIN, then the end's statements with
  * COMMIT. What is stored is checked as well: fewer trips, same rows.
@@ -52,7 +53,7 @@ describe('round trips', () => {
   it('a top-level start: BEGIN with the insert and the lock, then the write with COMMIT, then the publish', async () => {
     const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload: { n: "it's \\ here" } }));
     expect(trips).toHaveLength(3);
-    expect(trips[0]).toMatch(/^BEGIN; WITH c AS \(/);
+    expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/);
     expect(trips[1]).toMatch(/^(PREPARE .*; )?EXECUTE playflow_write_decision\(.*\); COMMIT$/s);
     expect(trips[2]).toBe('playflow.mark_published');
     const row = await core.deps.executions.get(res.execution_id);
@@ -73,7 +74,7 @@ describe('round trips', () => {
   it('a start whose payload is too large to inline binds its values instead: more trips, the payload intact', async () => {
     const payload = { blob: 'x'.repeat(300_000) };
     const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload }));
-    expect(trips.some((t) => /^BEGIN; WITH c AS \(/.test(t))).toBe(false);
+    expect(trips.some((t) => /EXECUTE playflow_insert_live/.test(t))).toBe(false);
     expect(trips.length).toBeGreaterThan(3);
     expect((await core.deps.executions.get(res.execution_id))?.payload).toEqual(payload);
   });
@@ -81,8 +82,23 @@ describe('round trips', () => {
   it('a start of an unknown playbook is a 404 that takes no execution id', async () => {
     const before = await sequence('execution_execution_id_seq');
     const { sent: trips } = await sent(() => expect(core.deps.executions.start({ path: 'r/none', payload: {} })).rejects.toMatchObject({ statusCode: 404 }));
-    expect(trips).toEqual([expect.stringMatching(/^BEGIN; WITH c AS \(/), 'ROLLBACK']);
+    expect(trips).toEqual([expect.stringMatching(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/), 'ROLLBACK']);
     expect(await sequence('execution_execution_id_seq')).toBe(before);
+  });
+
+  it('a start of a given version or of the latest, again and again on the prepared inserts: the right version, or a 404', async () => {
+    await core.deps.catalog.register(chainPlaybook('r/versions', 1));
+    await core.deps.catalog.register(chainPlaybook('r/versions', 2));
+    // past PostgreSQL's five custom plans, on whichever connections the pool hands out
+    for (let i = 0; i < 8; i++) {
+      const [v1, latest] = await Promise.all([
+        core.deps.executions.start({ path: 'r/versions', version: 1, payload: {} }),
+        core.deps.executions.start({ path: 'r/versions', payload: {} }),
+      ]);
+      expect([v1.version, latest.version]).toEqual([1, 2]);
+      expect((await core.deps.executions.get(v1.execution_id))?.version).toBe(1);
+      await expect(core.deps.executions.start({ path: 'r/versions', version: 3, payload: {} })).rejects.toMatchObject({ statusCode: 404 });
+    }
   });
 
   it('a claim under the lock: the prelude, the lease, the write with COMMIT', async () => {
@@ -105,7 +121,7 @@ describe('round trips', () => {
     const { sent: trips } = await sent(() => ex.handleEvents([callDone(cmd!, { response: { i: 3 } })], { claimNext }));
     expect(trips).toHaveLength(2);
     expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_lock\(\d+::bigint\); EXECUTE playflow_write_decision\(/);
-    expect(trips[1]).toMatch(/^UPDATE queue SET status = 'cancelled'.*pg_notify\('playflow_execution_ended'.*; COMMIT$/s);
+    expect(trips[1]).toMatch(/^(PREPARE [^;]+; )*EXECUTE playflow_cancel_open\(\d+::bigint\); .*pg_notify\('playflow_execution_ended'.*; EXECUTE playflow_open_children\(\d+::bigint\); COMMIT$/s);
     expect(await core.deps.executions.get(execution_id)).toMatchObject({ status: 'completed', result: { i: 3 } });
     expect(await ex.foldState(execution_id)).toEqual(await ex.loadState(execution_id));
   });

@@ -140,6 +140,9 @@ export async function finish(q: Queryable, executionId: string, commandId: numbe
 export const cancelOpenSql = (id: string) => `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL
       WHERE execution_id = ${id} AND status IN ('queued', 'leased')`;
 
+/** cancelOpenSql prepared once per connection: an end sent with its COMMIT EXECUTEs it. */
+export const CANCEL_OPEN_STATEMENT = sessionStatement('playflow_cancel_open', ['bigint'], cancelOpenSql('$1'));
+
 /** The row of a `playbook` command is held by its child execution until the child ends. */
 export async function holdForChild(q: Queryable, queueId: string, childExecutionId: string): Promise<boolean> {
   const { rowCount } = await q.query(
