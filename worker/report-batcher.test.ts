@@ -117,6 +117,24 @@ describe('ReportBatcher', () => {
     expect(await Promise.all(later)).toEqual([{ claimed: [cmd(7)] }, { claimed: [] }]);
   });
 
+  it('a report the alone rule picks goes in a request of its own; the others still go together', async () => {
+    const s = heldSender();
+    const big = (q: number): WorkerEvent => ({ ...ev(q), payload: { response: 'big' } });
+    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8, alone: (e) => e.payload?.response === 'big' });
+    const first = b.send(ev(1), claim);
+    const rest = [b.send(big(2), claim), b.send(ev(3), claim), b.send(big(4), claim), b.send(ev(5), claim)];
+    s.calls[0].answer(ack());
+    await first;
+    for (const expected of [['2'], ['3', '5'], ['4']]) {
+      await tick();
+      const call = s.calls[s.calls.length - 1];
+      expect(call.events.map((e) => e.queue_id)).toEqual(expected);
+      call.answer(expected.length > 1 ? ack({ results: expected.map(() => ({ status: 200 })) }) : ack());
+    }
+    await Promise.all(rest);
+    expect(b.sent).toEqual({ requests: 4, events: 5 });
+  });
+
   it('reports with and without claim_next never share a request', async () => {
     const s = heldSender();
     const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8 });

@@ -6,6 +6,9 @@
  * waits (one slot, one report at a time); a loop's items, finishing many at once, cost the worker
  * and the server one HTTP request for several instead of one each.
  *
+ * A report with a large result (`alone`) always goes by itself: several together could pass the
+ * server's body limit, and the batch would then be refused whole and sent again.
+ *
  * Each report resolves or fails as if it had been sent alone, so the caller's handling of a
  * refusal (409, 410, 413…) is the same either way. A batch refused whole (unreachable, too large)
  * is sent again one event at a time: an event the server took before is then a duplicate or a
@@ -39,7 +42,13 @@ export class ReportBatcher {
 
   constructor(
     private readonly sender: ReportSender,
-    private readonly o: { maxInFlight: number; maxBatch: number; onRequest?: (reports: number) => void },
+    private readonly o: {
+      maxInFlight: number;
+      maxBatch: number;
+      /** Reports that never share a request (a large result: several could pass the server's body limit together). */
+      alone?: (event: WorkerEvent) => boolean;
+      onRequest?: (reports: number) => void;
+    },
   ) {}
 
   send(event: WorkerEvent, claimNext?: ClaimNextRequest): Promise<ReportAnswer> {
@@ -51,12 +60,16 @@ export class ReportBatcher {
 
   private pump(): void {
     while (this.inFlight < this.o.maxInFlight && this.waiting.length > 0) {
-      // One request asks one claim_next: the reports that go together all ask it, or none does.
-      const wantsClaim = this.waiting[0].claimNext !== undefined;
-      const batch: Waiting[] = [];
-      for (let i = 0; i < this.waiting.length && batch.length < this.o.maxBatch;) {
-        if ((this.waiting[i].claimNext !== undefined) === wantsClaim) batch.push(...this.waiting.splice(i, 1));
-        else i++;
+      const first = this.waiting.shift()!;
+      const batch = [first];
+      if (!this.isAlone(first)) {
+        // One request asks one claim_next: the reports that go together all ask it, or none does.
+        const wantsClaim = first.claimNext !== undefined;
+        for (let i = 0; i < this.waiting.length && batch.length < this.o.maxBatch;) {
+          const w = this.waiting[i]!;
+          if ((w.claimNext !== undefined) === wantsClaim && !this.isAlone(w)) batch.push(...this.waiting.splice(i, 1));
+          else i++;
+        }
       }
       this.inFlight++;
       void this.dispatch(batch).finally(() => {
@@ -64,6 +77,10 @@ export class ReportBatcher {
         this.pump();
       });
     }
+  }
+
+  private isAlone(w: Waiting): boolean {
+    return this.o.alone?.(w.event) ?? false;
   }
 
   private async dispatch(batch: Waiting[]): Promise<void> {

@@ -216,6 +216,8 @@ export class WorkerRuntime {
     this.reports = new ReportBatcher(opts.client, {
       maxInFlight: REPORTS_IN_FLIGHT,
       maxBatch: Math.min(this.concurrency, MAX_EVENTS_PER_REQUEST),
+      // a result a tool handed over as JSON text is large (RAW_RESULT_MIN_CHARS and up)
+      alone: (e) => e.payload?.response instanceof RawJson,
       onRequest: (n) => {
         this.metrics.reportRequests.inc({ reports: n === 1 ? 'one' : 'several' });
         this.metrics.reports.inc(n);
