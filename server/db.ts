@@ -116,7 +116,7 @@ export interface CommitRules {
    * A statement after which the transaction never runs another, as simple-query text (its
    * parameters inlined as literals) with the session statements it EXECUTEs; null: an ordinary one.
    */
-  last?(config: pg.QueryConfig | string, values?: unknown[]): { sql: string; prepare: readonly SessionStatement[] } | null;
+  last?(config: pg.QueryConfig | string, values?: unknown[]): SessionSql | null;
   /** Called right before a COMMIT goes out with a statement. */
   beforeCommit?(): void;
 }
@@ -154,6 +154,12 @@ export interface SessionStatement {
 export function sessionStatement(name: string, types: readonly string[], sql: string): SessionStatement {
   const list = (xs: readonly string[]) => (xs.length ? `(${xs.join(', ')})` : '');
   return { name, text: `PREPARE ${name}${list(types)} AS ${sql}`, execute: (...args) => `EXECUTE ${name}${list(args)}` };
+}
+
+/** Simple-query text (values inlined as literals) and the session statements it EXECUTEs. */
+export interface SessionSql {
+  sql: string;
+  prepare: readonly SessionStatement[];
 }
 
 /** Which session statements each connection has (PREPARE is session state, and not undone by ROLLBACK). */

@@ -18,7 +18,7 @@ import type { StepCounts } from './store/events.js';
 import type { ScheduleService } from './schedules/service.js';
 import type { HookService } from './hooks/service.js';
 import type { ExecutionOrigin } from './store/executions.js';
-import type { Db, SessionStatement } from './db.js';
+import type { Db, SessionSql } from './db.js';
 import type { ExecutionWaiter } from './executions/waiters.js';
 export type { Db };
 
@@ -163,7 +163,7 @@ export interface ExecutionHooks {
    * it with the transaction's BEGIN instead of spending a round trip on it. Optional; without it
    * loadVars is called.
    */
-  loadVarsSql?(executionId: string): { sql: string; prepare: readonly SessionStatement[] };
+  loadVarsSql?(executionId: string): SessionSql;
   /**
    * The execution reached a terminal status: drop its variables and local/shared keychain entries.
    * `status` failed or cancelled: a retry may resume it, so its API variables stay (retention

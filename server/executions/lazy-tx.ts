@@ -21,7 +21,7 @@
  * nothing; the caller then decides again under the lock.
  */
 import type pg from 'pg';
-import { sessionStatements, type CommitRules, type CommittingClient, type SessionStatement } from '../db.js';
+import { sessionStatements, type CommitRules, type CommittingClient, type SessionSql, type SessionStatement } from '../db.js';
 import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_STATEMENT, type DecisionGuard } from '../store/decision.js';
 import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
 import { idLiteral, sqlLiteral, sqlLiterals } from '../store/sql.js';
@@ -41,7 +41,7 @@ const endsExecution = (write: readonly unknown[]): boolean => write[8] !== false
  * statements follow. A group commit's write is its last statement otherwise, so its COMMIT can go
  * with it (db.ts CommitRules).
  */
-export function lastWrite(config: pg.QueryConfig | string): { sql: string; prepare: readonly SessionStatement[] } | null {
+export function lastWrite(config: pg.QueryConfig | string): SessionSql | null {
   const write = writeValues(config);
   if (!write || endsExecution(write)) return null;
   const args = sqlLiterals(write);

@@ -13,7 +13,7 @@ import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
 import * as execStore from '../store/executions.js';
 import { Lru } from './lru.js';
-import type { SessionStatement } from '../db.js';
+import type { SessionSql, SessionStatement } from '../db.js';
 import { isTerminal, lock, lockPrelude, LOCK_PRELUDE_STATEMENTS } from './helpers.js';
 import type { CachedState, Loaded, Peek } from './tx-types.js';
 
@@ -101,7 +101,7 @@ const PRELUDE_STATEMENTS: readonly SessionStatement[] = [...LOCK_PRELUDE_STATEME
  * give their query, and `reserve` queue ids for eager claims (an action_started names its
  * queue_id before the row is written; ids unused are gaps, as a rolled-back insert leaves).
  */
-export function groupCommitPrelude(hooks: ExecutionHooks, executionId: string, reserve: number, holders: string[] = []): { sql: string; prepare: readonly SessionStatement[]; read: (results: pg.QueryResult[]) => Peek } {
+export function groupCommitPrelude(hooks: ExecutionHooks, executionId: string, reserve: number, holders: string[] = []): SessionSql & { read: (results: pg.QueryResult[]) => Peek } {
   const parts = [lockPrelude(executionId)];
   const vars = hooks.loadVarsSql?.(executionId);
   if (vars) parts.push(vars.sql);

@@ -28,7 +28,7 @@ import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, ExecutionStatus } from '../engine/contract.js';
 import { badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
-import { isConnectionError, type SessionStatement, type TxOptions } from '../db.js';
+import { isConnectionError, type SessionSql, type TxOptions } from '../db.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
@@ -329,7 +329,7 @@ export class PgExecutionService implements ExecutionService {
    * from a sequence, and the vars API refuses an execution it cannot see, as this one is until
    * the commit.
    */
-  private async startTopLevel(req: RunRequest, insert: { sql: string; prepare: readonly SessionStatement[] }): Promise<RunResponse> {
+  private async startTopLevel(req: RunRequest, insert: SessionSql): Promise<RunResponse> {
     let held = false;
     return this.run(async (client, ctx, begun): Promise<RunResponse> => {
       const row = begun[0]?.rows[0] as ExecutionRow | undefined;

@@ -3,7 +3,7 @@ import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { ExecutionRecord } from '../services.js';
 import { idLiteral, iso, sqlLiterals, type Queryable } from './sql.js';
-import { sessionStatement, type SessionStatement } from '../db.js';
+import { sessionStatement, type SessionSql } from '../db.js';
 
 export interface ExecutionRow {
   execution_id: string;
@@ -191,7 +191,7 @@ const INSERT_LIVE_VERSION = sessionStatement('playflow_insert_live_version', INS
  * one round trip (db.ts TxOptions.begin, which PREPAREs it first where the connection lacks it).
  * Null when the values are too large to inline (sqlLiterals).
  */
-export function insertLiveSql(e: { path: string; version?: number; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): { sql: string; prepare: readonly SessionStatement[] } | null {
+export function insertLiveSql(e: { path: string; version?: number; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): SessionSql | null {
   const lits = sqlLiterals([e.path, e.version === undefined ? undefined : Math.trunc(e.version), JSON.stringify(e.payload),
     e.rerun_of, e.schedule_id, e.schedule_tick, e.idempotency_key, e.hook_id]);
   if (!lits) return null;
