@@ -26,6 +26,11 @@ const cmd = (q: number) => ({ queue_id: String(q), step: 'next' }) as unknown as
 const ack = (o: Partial<EventsAck> = {}): EventsAck => ({ status: 'ok', accepted: 1, duplicates: 0, commands: 0, ...o });
 const claim: ClaimNextRequest = { worker_id: 'w' };
 const tick = () => new Promise((r) => setImmediate(r));
+/** An onRequest that tallies the requests and the reports they carried. */
+const count = (sent: { requests: number; events: number }) => (n: number) => {
+  sent.requests++;
+  sent.events += n;
+};
 
 describe('ReportBatcher', () => {
   it('sends a lone report at once, as one event, with its claim_next', async () => {
@@ -41,7 +46,8 @@ describe('ReportBatcher', () => {
 
   it('reports that come while requests are out go together in one independent batch; each gets its own outcome', async () => {
     const s = heldSender();
-    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8 });
+    const sent = { requests: 0, events: 0 };
+    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8, onRequest: count(sent) });
     const first = b.send(ev(1), claim);
     const waiting = [b.send(ev(2), claim), b.send(ev(3), claim), b.send(ev(4), claim)];
     const settled = Promise.allSettled(waiting);
@@ -67,7 +73,7 @@ describe('ReportBatcher', () => {
     expect(err).toBeInstanceOf(ApiError);
     expect(err).toMatchObject({ status: 409, code: 'not_lease_holder', message: 'not yours' });
     expect(c).toEqual({ status: 'fulfilled', value: { claimed: [] } });
-    expect(b.sent).toEqual({ requests: 2, events: 4 });
+    expect(sent).toEqual({ requests: 2, events: 4 });
   });
 
   it('keeps up to maxInFlight requests out, and at most maxBatch events in one', async () => {
@@ -120,7 +126,8 @@ describe('ReportBatcher', () => {
   it('a report the alone rule picks goes in a request of its own; the others still go together', async () => {
     const s = heldSender();
     const big = (q: number): WorkerEvent => ({ ...ev(q), payload: { response: 'big' } });
-    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8, alone: (e) => e.payload?.response === 'big' });
+    const sent = { requests: 0, events: 0 };
+    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8, alone: (e) => e.payload?.response === 'big', onRequest: count(sent) });
     const first = b.send(ev(1), claim);
     const rest = [b.send(big(2), claim), b.send(ev(3), claim), b.send(big(4), claim), b.send(ev(5), claim)];
     s.calls[0].answer(ack());
@@ -132,7 +139,7 @@ describe('ReportBatcher', () => {
       call.answer(expected.length > 1 ? ack({ results: expected.map(() => ({ status: 200 })) }) : ack());
     }
     await Promise.all(rest);
-    expect(b.sent).toEqual({ requests: 4, events: 5 });
+    expect(sent).toEqual({ requests: 4, events: 5 });
   });
 
   it('reports with and without claim_next never share a request', async () => {

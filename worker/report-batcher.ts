@@ -37,8 +37,6 @@ interface Waiting {
 export class ReportBatcher {
   private readonly waiting: Waiting[] = [];
   private inFlight = 0;
-  /** Requests sent, and the events they carried (metrics and tests). */
-  readonly sent = { requests: 0, events: 0 };
 
   constructor(
     private readonly sender: ReportSender,
@@ -47,6 +45,7 @@ export class ReportBatcher {
       maxBatch: number;
       /** Reports that never share a request (a large result: several could pass the server's body limit together). */
       alone?: (event: WorkerEvent) => boolean;
+      /** Each request sent, with the number of reports it carries (metrics). */
       onRequest?: (reports: number) => void;
     },
   ) {}
@@ -84,14 +83,14 @@ export class ReportBatcher {
   }
 
   private async dispatch(batch: Waiting[]): Promise<void> {
-    if (batch.length === 1) return this.alone(batch[0]);
+    if (batch.length === 1) return this.sendAlone(batch[0]);
     const claimNext = batch[0].claimNext;
     let ack: EventsAck;
     try {
-      this.count(batch.length);
+      this.o.onRequest?.(batch.length);
       ack = await this.sender.sendEvents(batch.map((w) => w.event), { ...(claimNext ? { claimNext } : {}), independent: true });
     } catch {
-      await Promise.all(batch.map((w) => this.alone(w)));
+      await Promise.all(batch.map((w) => this.sendAlone(w)));
       return;
     }
     const results = ack.results;
@@ -108,19 +107,13 @@ export class ReportBatcher {
     });
   }
 
-  private async alone(w: Waiting): Promise<void> {
+  private async sendAlone(w: Waiting): Promise<void> {
     try {
-      this.count(1);
+      this.o.onRequest?.(1);
       const ack = await this.sender.sendEvents([w.event], w.claimNext ? { claimNext: w.claimNext } : undefined);
       w.resolve({ claimed: ack?.claimed ?? [] });
     } catch (err) {
       w.reject(err);
     }
-  }
-
-  private count(events: number): void {
-    this.sent.requests++;
-    this.sent.events += events;
-    this.o.onRequest?.(events);
   }
 }

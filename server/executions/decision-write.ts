@@ -14,7 +14,7 @@ import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
-import { canCommitWith, type CommittingClient } from '../db.js';
+import { canCommitWith } from '../db.js';
 import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
@@ -161,7 +161,7 @@ export class DecisionWriter {
     const ending = { id, openChildren: [] as string[] };
     ctx.terminated.push(ending);
     const results = commitNow
-      ? await (client as pg.PoolClient & CommittingClient).queryAndCommit(sql, [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT])
+      ? await client.queryAndCommit(sql, [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT])
       : (await client.query(sql)) as unknown as pg.QueryResult[];
     const cancelled = results[0].rowCount ?? 0;
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
