@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { PlayflowClient } from '../client/http.js';
 import { serverApi, type OperatorServerApi } from './api.js';
+import { worthReconciling } from './predicates.js';
 import { Controller } from './controller.js';
 import { EventRecorder } from './events.js';
 import { Informer, stripForCache, type KubeObjectLike, type ListPage } from './informer.js';
@@ -195,26 +196,26 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
 
   const keyOf = (o: KubeObjectLike) => `${o.metadata?.namespace}/${o.metadata?.name}`;
   for (const s of sets) {
-    // Schedules, like WorkerPools, write their status on every sync: only spec and deletion
-    // changes re-trigger; the requeue at the next run refreshes the status.
+    // A controller's own status writes come back as updates; worthReconciling drops them, so a
+    // failing key waits out its backoff. Schedules and WorkerPools refresh their status on a requeue.
     s.schedules?.on('add', (o) => scheduleCtl.enqueue(keyOf(o)));
     s.schedules?.on('update', (o, old) => {
-      if (o === old || o.metadata.generation !== old?.metadata.generation || !!o.metadata.deletionTimestamp !== !!old?.metadata.deletionTimestamp) {
-        scheduleCtl.enqueue(keyOf(o));
-      }
+      if (worthReconciling(o, old)) scheduleCtl.enqueue(keyOf(o));
     });
     s.schedules?.on('delete', (o) => scheduleCtl.enqueue(keyOf(o)));
     s.playbooks.on('add', (o) => playbookCtl.enqueue(keyOf(o)));
-    s.playbooks.on('update', (o) => playbookCtl.enqueue(keyOf(o)));
+    s.playbooks.on('update', (o, old) => {
+      if (worthReconciling(o, old)) playbookCtl.enqueue(keyOf(o));
+    });
     s.playbooks.on('delete', (o) => playbookCtl.enqueue(keyOf(o)));
     s.credentials.on('add', (o) => credentialCtl.enqueue(keyOf(o)));
-    s.credentials.on('update', (o) => credentialCtl.enqueue(keyOf(o)));
+    s.credentials.on('update', (o, old) => {
+      if (worthReconciling(o, old)) credentialCtl.enqueue(keyOf(o));
+    });
     s.credentials.on('delete', (o) => credentialCtl.enqueue(keyOf(o)));
-    // Status writes of WorkerPools must not re-trigger polls: react to spec (generation) and
-    // deletion changes only; the periodic requeue does the rest.
     s.workerPools.on('add', (o) => poolCtl.enqueue(keyOf(o)));
     s.workerPools.on('update', (o, old) => {
-      if (o === old || o.metadata.generation !== old?.metadata.generation || !!o.metadata.deletionTimestamp !== !!old?.metadata.deletionTimestamp) {
+      if (worthReconciling(o, old)) {
         poolCtl.enqueue(keyOf(o));
         if (old && old !== o) {
           for (const k of statefulSetKey(old)) for (const p of poolsOf(k)) if (keyOf(p) !== keyOf(o)) poolCtl.enqueue(keyOf(p));

@@ -26,7 +26,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
   const kube = new FakeKubeServer({
     bookmarkIntervalMs: 200, crds: loadCrds(),
     // The namespaces the tests write to exist, as on a real cluster (creating into a missing one is 404).
-    namespaces: ['playflow-system', 'pb', 'down', 'cred', 'wp', 'relist', 'le', 'conf-a', 'conf-b', 'drift', 'only-a', 'only-b', 'other'],
+    namespaces: ['playflow-system', 'pb', 'down', 'cred', 'wp', 'relist', 'le', 'conf-a', 'conf-b', 'drift', 'only-a', 'only-b', 'other', 'flap'],
   });
   const stub = new StubPlayflowServer();
   let proxy: FaultProxy;
@@ -144,6 +144,28 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     proxy.down = false;
     await eventually(() => expect(kube.getObject('playbooks', ns, 'p')!.status).toMatchObject({ catalogPath: 'ops/p', catalogVersion: 1 }), 20_000);
     await eventually(() => expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')?.status).toBe('True'));
+  });
+
+  it('keeps backing off when each failure reads differently: its own status writes do not retrigger it', async () => {
+    // Every failed registration writes Ready=False with the error's message. When the messages
+    // differ (here each 503 is numbered), each write is a real change, so a controller that
+    // reconciled on its own status updates would retry at once, past its backoff.
+    const ns = 'flap';
+    proxy.failing.set('/api/catalog/playbook', 503);
+    const op = await operator('op-flap');
+    kube.putObject('playbooks', { metadata: { name: 'p', namespace: ns }, spec: { path: 'ops/flap', workflow: [{ step: 'start' }] } });
+    await eventually(() => expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')).toMatchObject({ status: 'False', reason: 'ServerUnavailable' }));
+    const attempts = () => proxy.log.filter((l) => l.startsWith('POST /api/catalog/playbook')).length;
+    const first = condition(kube.getObject('playbooks', ns, 'p'), 'Ready')!.message;
+    await eventually(() => expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')!.message).not.toBe(first)); // the status did change
+    const t0 = Date.now();
+    const n0 = attempts();
+    await sleep(1000);
+    expect(attempts() - n0).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 50));
+    expect(attempts() - n0).toBeLessThan(12);
+    expect(op.isLeader()).toBe(true);
+    proxy.failing.clear();
+    await eventually(() => expect(kube.getObject('playbooks', ns, 'p')!.status).toMatchObject({ catalogPath: 'ops/flap', catalogVersion: 1 }), 20_000);
   });
 
   it('syncs a Credential from its Secret, re-syncs on rotation, reports a missing Secret or key, and deletes', async () => {

@@ -11,8 +11,12 @@ export class FaultProxy {
   url = '';
   /** Reset every connection (server unreachable). */
   down = false;
-  /** Paths (prefix match) answered with `status` instead of being forwarded. */
+  /**
+   * Paths (prefix match) answered with `status` instead of being forwarded. Each answer's message
+   * is numbered, as real failures differ (a request id, a timeout here and a refusal there).
+   */
   failing = new Map<string, number>();
+  private failures = 0;
   /** Requests forwarded or failed, in order: "METHOD path status". */
   readonly log: string[] = [];
   /** The same requests with their user agent (the operator sends playflow-operator/<identity>). */
@@ -31,7 +35,7 @@ export class FaultProxy {
         if (path.startsWith(prefix)) {
           this.log.push(`${req.method} ${path} ${status}`);
           res.writeHead(status, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ error: { code: 'unavailable', message: 'injected by the test proxy' } }));
+          res.end(JSON.stringify({ error: { code: 'unavailable', message: `injected by the test proxy (failure ${++this.failures})` } }));
           return;
         }
       }
