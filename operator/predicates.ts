@@ -14,6 +14,7 @@ interface Watched {
     annotations?: Record<string, string>;
     finalizers?: string[];
   };
+  status?: unknown;
 }
 
 export function worthReconciling(obj: Watched, old: Watched | undefined): boolean {
