@@ -83,3 +83,18 @@ describe('executions by parent', () => {
     expect(await scans(`SELECT * FROM execution WHERE parent_execution_id = ${parent} ORDER BY execution_id DESC LIMIT 50 OFFSET 0`)).toEqual(['execution_parent']);
   });
 });
+
+describe('orderedSteps', () => {
+  const summary = { status: 'completed' as const, runs: 1 };
+  const order = (names: string[]) => Object.keys(execStore.orderedSteps(Object.fromEntries(names.map((n) => [n, summary]))));
+
+  it('orders step names as PostgreSQL aggregates them: shorter first (in code points), then by UTF-8 bytes', async () => {
+    // U+FF5E sorts before U+1F600 in code points and in UTF-8, after it in UTF-16 units (a surrogate)
+    const names = ['aa', '\u{1F600}', 'b', '\uFF5E', 'a', 'é', 'B'];
+    expect(order(names)).toEqual(['B', 'a', 'b', 'é', '\uFF5E', '\u{1F600}', 'aa']);
+    expect(order(['step_10', 'step_2', 'start', 'step_1'])).toEqual(['start', 'step_1', 'step_2', 'step_10']);
+    const { rows } = await db.pool.query(
+      `SELECT json_object_agg(n, 1 ORDER BY length(n), n COLLATE "C") AS o FROM unnest($1::text[]) AS n`, [names]);
+    expect(Object.keys(rows[0].o)).toEqual(order(names));
+  });
+});
