@@ -45,6 +45,15 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     return op;
   }
 
+  /** Over one second, `attempts` grows as a backoff of 50 ms doubling (capped at 500 ms here) allows. */
+  async function expectBackoff(attempts: () => number): Promise<void> {
+    const t0 = Date.now();
+    const n0 = attempts();
+    await sleep(1000);
+    expect(attempts() - n0).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 50));
+    expect(attempts() - n0).toBeLessThan(12);
+  }
+
   beforeAll(async () => {
     await kube.start();
     await stub.start();
@@ -134,12 +143,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     const attempts = () => proxy.log.filter((l) => l.startsWith('POST /api/catalog/playbook')).length;
     const tries = attempts();
     await eventually(() => expect(attempts()).toBeGreaterThan(tries)); // retried…
-    const t0 = Date.now();
-    const n0 = attempts();
-    await sleep(1000);
-    // …with backoff (50 ms doubling, capped at 500 ms here), not in a hot loop
-    expect(attempts() - n0).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 50));
-    expect(attempts() - n0).toBeLessThan(12);
+    await expectBackoff(attempts); // …with backoff, not in a hot loop
     expect(op.isLeader()).toBe(true);
     proxy.down = false;
     await eventually(() => expect(kube.getObject('playbooks', ns, 'p')!.status).toMatchObject({ catalogPath: 'ops/p', catalogVersion: 1 }), 20_000);
@@ -158,11 +162,7 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     const attempts = () => proxy.log.filter((l) => l.startsWith('POST /api/catalog/playbook')).length;
     const first = condition(kube.getObject('playbooks', ns, 'p'), 'Ready')!.message;
     await eventually(() => expect(condition(kube.getObject('playbooks', ns, 'p'), 'Ready')!.message).not.toBe(first)); // the status did change
-    const t0 = Date.now();
-    const n0 = attempts();
-    await sleep(1000);
-    expect(attempts() - n0).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 50));
-    expect(attempts() - n0).toBeLessThan(12);
+    await expectBackoff(attempts);
     expect(op.isLeader()).toBe(true);
     proxy.failing.clear();
     await eventually(() => expect(kube.getObject('playbooks', ns, 'p')!.status).toMatchObject({ catalogPath: 'ops/flap', catalogVersion: 1 }), 20_000);
