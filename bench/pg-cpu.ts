@@ -5,20 +5,8 @@
  * and those closed during it are lost: keep pools warm across the measured interval. The
  * postmaster's shared helpers (WAL writer, checkpointer) serve every database and are left out.
  */
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
-
-const CLOCK_TICKS = 100;
-
-function cpuMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return NaN;
-  }
-}
+import { processCpuMs } from './proc-cpu.js';
 
 export interface PgCpu {
   /** Per backend pid, CPU ms so far. */
@@ -34,7 +22,7 @@ export async function pgCpu(databaseUrl: string): Promise<PgCpu> {
   return {
     async read() {
       const { rows } = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
-      return new Map(rows.map((r) => [r.pid, cpuMs(r.pid)]));
+      return new Map(rows.map((r) => [r.pid, processCpuMs(r.pid)]));
     },
     since(before, after) {
       let sum = 0;

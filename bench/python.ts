@@ -11,8 +11,8 @@
  * output has no copy. No assertion: prints the figures.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { processCpuMs } from './proc-cpu.js';
 import { runTool } from '../worker/tools/index.js';
 import { closePythonPool, configurePython, pythonPool } from '../worker/tools/python.js';
 import { silentLogger } from '../common/logger.js';
@@ -26,16 +26,6 @@ function stats(ms: number[]) {
 }
 const f = (n: number) => `${n.toFixed(3)} ms`;
 
-/** utime + stime of a process in ms (Linux), NaN elsewhere. */
-function interpreterCpuMs(pid: number | undefined): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
-}
-
 async function main() {
   configurePython({ size: 1, maxCallsPerProcess: 1_000_000 });
   await pythonPool().start();
@@ -43,7 +33,7 @@ async function main() {
   const tool = { kind: 'python' as const, code: 'def main(x):\n    return x + 1', args: { x: 1 } };
   for (let i = 0; i < 50; i++) await runTool(tool, ctx); // warm-up (imports, JIT)
   const interpreter = pythonPool().stats.pids[0];
-  const cpu0 = interpreterCpuMs(interpreter);
+  const cpu0 = processCpuMs(interpreter);
   const times: number[] = [];
   for (let i = 0; i < N; i++) {
     const t0 = performance.now();
@@ -52,7 +42,7 @@ async function main() {
     if (out.response !== 2) throw new Error(`unexpected outcome ${JSON.stringify(out)}`);
   }
   const warm = stats(times);
-  const interpreterUs = ((interpreterCpuMs(interpreter) - cpu0) * 1000) / N;
+  const interpreterUs = ((processCpuMs(interpreter) - cpu0) * 1000) / N;
 
   const parallel = 4;
   configurePython({ size: parallel });

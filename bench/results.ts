@@ -20,13 +20,13 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { PythonPool } from '../worker/python/pool.js';
 import { runTool } from '../worker/tools/index.js';
 import { configureHttp } from '../worker/tools/http.js';
 import { silentLogger } from '../common/logger.js';
+import { processCpuMs } from './proc-cpu.js';
 import { runWaiting, startStack } from './support.js';
 
 const { values: args } = parseArgs({
@@ -45,17 +45,6 @@ const ONLY = new Set(args.only!.split(','));
 const SHAPES = ['strings', 'rows'] as const;
 type Shape = (typeof SHAPES)[number];
 
-/** utime + stime of a process in ms (Linux /proc), NaN when unknown. */
-function procCpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-  } catch {
-    return NaN;
-  }
-}
 function ownCpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -82,11 +71,11 @@ if (ONLY.has('python')) {
     for (const shape of SHAPES) {
       for (const mb of SIZES) {
         const pid = pool.stats.pids[0];
-        const [n0, p0, t0] = [ownCpuMs(), procCpuMs(pid), performance.now()];
+        const [n0, p0, t0] = [ownCpuMs(), processCpuMs(pid), performance.now()];
         const r = await pool.call({ code: `result = ${pythonValue(shape, mb)}` });
         const ms = performance.now() - t0;
         if (!r.ok) throw new Error(r.error.message);
-        line(`python ${shape} ${mb} MB`, ms, { node: ownCpuMs() - n0, python: procCpuMs(pid) - p0 });
+        line(`python ${shape} ${mb} MB`, ms, { node: ownCpuMs() - n0, python: processCpuMs(pid) - p0 });
       }
     }
   }

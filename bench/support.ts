@@ -4,13 +4,13 @@
  * the built CLI — the same parts as production, on one machine. Figures only; nothing asserts.
  */
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { PlayflowClient } from '../client/http.js';
 import type { RunningServer } from '../server/main.js';
 import { startHarness } from '../test/conformance/harness.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
+import { processCpuMs } from './proc-cpu.js';
 
 
 export interface BenchStack {
@@ -23,19 +23,6 @@ export interface BenchStack {
   pg: PgCpu;
   close(): Promise<void>;
 }
-
-/** utime + stime of a process in ms (Linux), NaN when unknown. */
-function processCpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return NaN;
-  }
-}
-const CLOCK_TICKS = 100;
 
 export async function startStack(opts: { workers?: number; concurrency?: number; serverEnv?: NodeJS.ProcessEnv } = {}): Promise<BenchStack> {
   // The conformance harness's stack: fresh database, in-process server, worker processes.
