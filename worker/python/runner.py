@@ -16,7 +16,6 @@ receives all args as one dict, the reference's convention), or a plain body that
 are also visible as globals (`args` and each key that is an identifier); libs are pre-imported
 under their names.
 """
-import asyncio
 import contextlib
 import importlib
 import inspect
@@ -176,6 +175,9 @@ def _run(req):
         pos, kw = _bind(main, args)
         out = main(*pos, **kw)
         if inspect.isawaitable(out):
+            # imported on the first async main only: it is a third of an interpreter's start
+            import asyncio
+
             async def _await():
                 return await out
             out = asyncio.run(_await())
