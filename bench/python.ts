@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { processCpuMs } from './proc-cpu.js';
 import { runTool } from '../worker/tools/index.js';
 import { closePythonPool, configurePython, pythonPool } from '../worker/tools/python.js';
+import { DEFAULT_MAX_CALLS, PythonPool } from '../worker/python/pool.js';
 import { silentLogger } from '../common/logger.js';
 
 const N = Number(process.argv[2] ?? 500);
@@ -55,6 +56,16 @@ async function main() {
   const throughput = (N / (performance.now() - t0)) * 1000;
   await closePythonPool();
 
+  // An interpreter's start (runner.py up to its ready line), in CPU: what each retirement costs.
+  const starts: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const pool = new PythonPool({ size: 1 });
+    await pool.start();
+    starts.push(processCpuMs(pool.stats.pids[0]!));
+    await pool.close();
+  }
+  const startMs = starts.reduce((a, b) => a + b, 0) / starts.length;
+
   const cold: number[] = [];
   for (let i = 0; i < 10; i++) {
     const c0 = performance.now();
@@ -66,6 +77,7 @@ async function main() {
   console.log(`  median ${f(warm.median)}  p90 ${f(warm.p90)}  p99 ${f(warm.p99)}  min ${f(warm.min)}  max ${f(warm.max)}`);
   console.log(`  the interpreter's own CPU: ${interpreterUs.toFixed(0)} µs per call (Linux /proc; 10 ms ticks, so use calls=5000 or more)`);
   console.log(`  throughput with ${parallel} interpreters: ${throughput.toFixed(0)} calls/s`);
+  console.log(`  an interpreter's start: ${startMs.toFixed(0)} ms of CPU (mean of ${starts.length}); retired after ${DEFAULT_MAX_CALLS} calls (the default), ${((startMs * 1000) / DEFAULT_MAX_CALLS).toFixed(0)} µs per call`);
   console.log(`reference: fresh python3 process start + exit, median ${f(stats(cold).median)}`);
 }
 

@@ -18,7 +18,7 @@
  * | graceSeconds       | WORKER_SHUTDOWN_GRACE_SECONDS                            | 30 |
  * | metricsPort        | WORKER_METRICS_PORT (0 = off)                            | 9090 |
  * | pythonPoolSize     | WORKER_PYTHON_POOL_SIZE                                  | min(concurrency, 4) |
- * | pythonMaxCalls     | WORKER_PYTHON_MAX_CALLS (interpreter retired after       | 200 |
+ * | pythonMaxCalls     | WORKER_PYTHON_MAX_CALLS (interpreter retired after       | 1000 |
  * |                    | exactly this many calls)                                 |     |
  * | pythonUser         | WORKER_PYTHON_USER (name, uid or uid:gid; `off`) — the   | nobody when root, |
  * |                    | interpreters' user, so they cannot read the worker's     | else off |
@@ -45,6 +45,7 @@ import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort,
 import { DEFAULT_POOL } from '../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../playbook/schema.js';
 import { workerIdProblem } from '../common/contract/worker.js';
+import { DEFAULT_MAX_CALLS } from './python/pool.js';
 
 function poolName(v: string): string {
   if (!new RegExp(POOL_NAME_PATTERN).test(v)) throw new ConfigError('WORKER_POOL', `expected a pool name (lower-case letters, digits and '-', at most 63), got ${JSON.stringify(v)}`);
@@ -160,7 +161,7 @@ export function loadWorkerConfig(env: Env = process.env, overrides: Partial<Work
     graceSeconds: positive(env, 'WORKER_SHUTDOWN_GRACE_SECONDS', 30, { integer: false, min: 0 }),
     metricsPort: get(env, 'WORKER_METRICS_PORT') !== undefined ? parsePort(get(env, 'WORKER_METRICS_PORT')!, 'WORKER_METRICS_PORT') : 9090,
     pythonPoolSize: positive(env, 'WORKER_PYTHON_POOL_SIZE', Math.min(concurrency, 4)),
-    pythonMaxCalls: positive(env, 'WORKER_PYTHON_MAX_CALLS', 200),
+    pythonMaxCalls: positive(env, 'WORKER_PYTHON_MAX_CALLS', DEFAULT_MAX_CALLS),
     pythonUser: pythonUser(get(env, 'WORKER_PYTHON_USER')),
     maxResultBytes: positive(env, 'WORKER_MAX_RESULT_BYTES', 64 * 1024 * 1024, { min: 1024 }),
     httpAllow: (get(env, 'WORKER_HTTP_ALLOW') ?? '').split(',').map((x) => x.trim()).filter(Boolean),
