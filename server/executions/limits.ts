@@ -50,7 +50,14 @@ export interface AdmitterOptions {
   admit(executionId: string): Promise<boolean>;
   /** The limit of the playbook version an execution runs. */
   limitOfCatalog(catalogId: string): Promise<number | null>;
+  /** Between passes while executions wait (default 250 ms): a slot freed anywhere is taken this late. */
   intervalMs?: number;
+  /**
+   * Between passes while none waits (default 5 s). A start held here kicks a pass at once, and the
+   * server holding executions passes every `intervalMs`; this pace only finds executions another
+   * replica held and could no longer admit (it stopped).
+   */
+  idleIntervalMs?: number;
   logger?: AdmitterLogger;
 }
 
@@ -68,15 +75,25 @@ export class Admitter {
   start(): void {
     this.stopped = false;
     if (this.timer) return;
-    this.timer = setInterval(() => this.kick(), this.o.intervalMs ?? 250);
-    this.timer.unref();
+    this.schedule(this.o.intervalMs ?? 250);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.running;
+  }
+
+  /** The next pass: soon while executions wait, seldom while none does (an idle server's queries). */
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.kick();
+    }, ms);
+    this.timer.unref();
   }
 
   /** Runs a pass now (or right after the one in flight). */
@@ -86,27 +103,30 @@ export class Admitter {
       this.again = true;
       return;
     }
+    let waited = true; // a failed pass is retried at the short pace
     this.running = (async () => {
       do {
         this.again = false;
         try {
-          await this.pass();
+          waited = (await this.pass()).waited;
         } catch (err) {
+          waited = true;
           this.log.warn({ err: String((err as Error)?.message ?? err) }, 'admitting waiting executions failed; the next pass retries');
         }
       } while (this.again && !this.stopped);
     })().finally(() => {
       this.running = null;
+      this.schedule(waited ? this.o.intervalMs ?? 250 : this.o.idleIntervalMs ?? 5_000);
     });
   }
 
-  /** One admission round over every path with waiting executions; returns how many started. */
-  async pass(): Promise<number> {
-    // named: planned once per connection, not four times a second on an idle server
+  /** One admission round over every path with waiting executions: how many started, and whether any waited. */
+  async pass(): Promise<{ started: number; waited: boolean }> {
+    // named: planned once per connection, not at every pass of every server
     const { rows } = await this.o.db.pool.query<{ path: string }>({ name: 'playflow.waiting_paths', text: 'SELECT DISTINCT path FROM execution WHERE waiting' });
     let started = 0;
     for (const { path } of rows) started += await this.admitPath(path);
-    return started;
+    return { started, waited: rows.length > 0 };
   }
 
   private async admitPath(path: string): Promise<number> {
