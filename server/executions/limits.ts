@@ -67,15 +67,20 @@ export class Admitter {
   private again = false;
   private stopped = false;
   private readonly log: AdmitterLogger;
+  /** The pace while executions wait, and while none does (AdmitterOptions). */
+  private readonly waitingMs: number;
+  private readonly idleMs: number;
 
   constructor(private readonly o: AdmitterOptions) {
     this.log = o.logger ?? { warn() {} };
+    this.waitingMs = o.intervalMs ?? 250;
+    this.idleMs = o.idleIntervalMs ?? 5_000;
   }
 
   start(): void {
     this.stopped = false;
     if (this.timer) return;
-    this.schedule(this.o.intervalMs ?? 250);
+    this.schedule(this.waitingMs);
   }
 
   async stop(): Promise<void> {
@@ -116,7 +121,7 @@ export class Admitter {
       } while (this.again && !this.stopped);
     })().finally(() => {
       this.running = null;
-      this.schedule(waited ? this.o.intervalMs ?? 250 : this.o.idleIntervalMs ?? 5_000);
+      this.schedule(waited ? this.waitingMs : this.idleMs);
     });
   }
 
