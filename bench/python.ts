@@ -5,7 +5,8 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/python.js [calls=500]
  *
- * Also prints the interpreter's own CPU per call (/proc), which the peers' W1 counts too.
+ * Also prints the interpreter's own CPU per call (/proc), which the peers' W1 counts too, and the
+ * CPU of an interpreter's start, with its share per call at the default retirement.
  *
  * The runner script is read from worker/python/runner.py of the source tree when the build
  * output has no copy. No assertion: prints the figures.
