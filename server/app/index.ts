@@ -34,6 +34,7 @@ import { runtimeRoutes } from './runtime.js';
 import { scheduleRoutes } from './schedules.js';
 import { sharedSchemas } from './schemas.js';
 import { uiRoutes } from './ui.js';
+import { lazyRequestLogger } from './request-logger.js';
 import {
   errorHandler, frameworkErrors, installAuth, installInputGuards, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
 } from './support.js';
@@ -91,6 +92,7 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
     // Requests are logged once, at debug level, by installRequestMetrics.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',
+    childLoggerFactory: lazyRequestLogger,
     return503OnClosing: true,
     frameworkErrors,
   });
@@ -102,8 +104,9 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
   installRequestMetrics(app);
   installAuth(app, options.apiToken, options.publicEndpoints);
   installInputGuards(app);
-  app.addHook('onSend', async (req, reply) => {
+  app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
+    done(null, payload);
   });
   for (const s of sharedSchemas) app.addSchema(s);
   const routes: RouteInfo[] = [];
