@@ -30,11 +30,11 @@ import { eventRoutes } from './events.js';
 import { executionRoutes } from './executions.js';
 import { healthRoutes } from './health.js';
 import { queueRoutes } from './queue.js';
+import { lazyRequestLogger } from './request-logger.js';
 import { runtimeRoutes } from './runtime.js';
 import { scheduleRoutes } from './schedules.js';
 import { sharedSchemas } from './schemas.js';
 import { uiRoutes } from './ui.js';
-import { lazyRequestLogger } from './request-logger.js';
 import {
   errorHandler, frameworkErrors, installAuth, installInputGuards, installJsonParser, installRequestMetrics, notFoundHandler, validatorCompiler,
 } from './support.js';
