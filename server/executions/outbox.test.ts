@@ -12,6 +12,9 @@ import type { TestDatabase } from '../../test/helpers/pg.js';
 import { MemoryBroker } from '../../common/broker/memory.js';
 import type { BrokerMessage } from '../../common/broker/types.js';
 import { createServerCore, type ServerCore } from '../core.js';
+import { Outbox } from './outbox.js';
+import { silentLogger } from '../../common/logger.js';
+import type { Db } from '../db.js';
 import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
@@ -80,6 +83,48 @@ describe('outbox and sweeper', () => {
       for (const id of runs) expect((await up.deps.executions.get(id))?.status).toBe('completed');
     } finally {
       await up.stop();
+    }
+  });
+
+  it('published_at marks of concurrent publishes go in one UPDATE, and each publish returns once its rows are marked', async () => {
+    // rows left unpublished by a server whose broker is down, published by an outbox of our own
+    const down = await testCore(tdb.url, { brokerUrl: 'nats://127.0.0.1:1', brokerSettings: uniqueBrokerNames('MK'), serverName: 'marks' });
+    try {
+      await down.deps.catalog.register(chainPlaybook('o/marks', 1));
+      const runs: string[] = [];
+      for (let i = 0; i < 12; i++) runs.push((await down.deps.executions.start({ path: 'o/marks' })).execution_id);
+      const { rows } = await down.db.pool.query<{ queue_id: string; execution_id: string; step: string; pool: string }>(
+        `SELECT queue_id, execution_id::text AS execution_id, step, pool FROM queue WHERE execution_id = ANY($1::bigint[]) AND published_at IS NULL`, [runs]);
+      expect(rows).toHaveLength(12);
+
+      let marks = 0;
+      const pool = down.db.pool;
+      const counting = new Proxy(pool, {
+        get: (target, prop) => prop === 'query'
+          ? (...args: unknown[]) => {
+            if ((args[0] as { name?: string }).name === 'playflow.mark_published') marks += 1;
+            return (target.query as (...a: unknown[]) => unknown)(...args);
+          }
+          : Reflect.get(target, prop),
+      });
+      const broker = new MemoryBroker();
+      const outbox = new Outbox({ ...down.db, pool: counting } as Db, broker, 'http://playflow.test', silentLogger);
+      const markedOnReturn = await Promise.all(rows.map(async (r) => {
+        expect(await outbox.publish([r])).toEqual([r.queue_id]);
+        const { rows: [row] } = await pool.query('SELECT published_at IS NOT NULL AS marked FROM queue WHERE queue_id = $1', [r.queue_id]);
+        return row.marked as boolean;
+      }));
+      expect(markedOnReturn).toEqual(rows.map(() => true));
+      // the first publish's UPDATE runs alone; the eleven that arrive meanwhile share the next one
+      expect(marks).toBeLessThanOrEqual(2);
+      expect(await drain(() => broker.fetch({ max: 20, expiresMs: 50 }))).toHaveLength(12);
+      await broker.close();
+
+      // a mark that fails is logged and the publish still returns what went out
+      const failing = new Outbox({ ...down.db, pool: { query: async () => { throw new Error('database gone'); } } } as unknown as Db, new MemoryBroker(), 'http://playflow.test', silentLogger);
+      expect(await failing.publish([rows[0]])).toEqual([rows[0].queue_id]);
+    } finally {
+      await down.stop();
     }
   });
 

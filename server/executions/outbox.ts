@@ -12,6 +12,7 @@ import { metrics } from '../metrics.js';
 import type { Db } from '../db.js';
 import * as queue from '../store/queue.js';
 import { type Logger } from '../../common/logger.js';
+import { KeyedBatcher } from './keyed-batcher.js';
 
 export interface OutboxItem {
   queue_id: string;
@@ -31,9 +32,22 @@ function notification(it: OutboxItem, serverUrl: string): CommandNotification {
   return n;
 }
 
+/** Queue ids published by one request, and what settles its wait for their mark. */
+interface Marks {
+  ids: string[];
+  done: () => void;
+}
+
 export class Outbox {
   private lastWarn = 0;
   private inlinePausedUntil = 0;
+  /**
+   * `published_at` marks of concurrent requests go in one UPDATE: while one runs, the next ones
+   * wait and go together. Each mark was its own autocommit transaction, one per started execution
+   * when many start at once (bench/executions.ts); a request still returns only once its rows are
+   * marked, as before.
+   */
+  private readonly marks = new KeyedBatcher<Marks>((_key, batch) => this.mark(batch));
 
   constructor(
     private readonly db: Db,
@@ -51,14 +65,18 @@ export class Outbox {
     const ok = await this.send(items);
     // the broker is down: requests stop waiting on it and the sweeper publishes the rest
     if (ok.length < items.length) this.inlinePausedUntil = Date.now() + INLINE_PAUSE_MS;
-    if (ok.length > 0) {
-      try {
-        await queue.markPublished(this.db.pool, ok);
-      } catch (err) {
-        this.log.warn({ err: String(err) }, 'could not record published_at; the sweeper may publish again (harmless)');
-      }
-    }
+    if (ok.length > 0) await new Promise<void>((done) => this.marks.add('published', { ids: ok, done }));
     return ok;
+  }
+
+  private async mark(batch: Marks[]): Promise<void> {
+    try {
+      await queue.markPublished(this.db.pool, batch.flatMap((m) => m.ids));
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'could not record published_at; the sweeper may publish again (harmless)');
+    } finally {
+      for (const m of batch) m.done();
+    }
   }
 
   /**
