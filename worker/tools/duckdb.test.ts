@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,17 @@ import { makeCtx } from '../testing/helpers.js';
 const dir = mkdtempSync(join(tmpdir(), 'pf-duck-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The duckdb native library is mapped into this process (Linux, as CI). */
+const duckdbLoaded = () => readFileSync('/proc/self/maps', 'utf8').includes('duckdb');
+
 describe('duckdb tool', () => {
+  it('loads its native library on the first duckdb call, not when the tools are imported', async () => {
+    expect(duckdbLoaded()).toBe(false);
+    const out = await runTool({ kind: 'duckdb', query: 'SELECT 1 AS one' }, makeCtx());
+    expect((out.response as any).rows).toEqual([{ one: 1 }]);
+    expect(duckdbLoaded()).toBe(true);
+  });
+
   it('in memory: several statements, rows as objects, bigint conversion', async () => {
     const out = await runTool({ kind: 'duckdb', query: `CREATE TABLE t(a INTEGER, b VARCHAR); INSERT INTO t VALUES (1, 'x'), (2, 'y'); SELECT a, b, 9007199254740993::BIGINT AS huge, 7::BIGINT AS small, DATE '2024-01-02' AS d, [1,2] AS l, {'k': 1} AS s FROM t ORDER BY a` }, makeCtx());
     expect(out.error).toBeUndefined();
