@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../common/logger.js';
 import { lazyRequestLogger } from './request-logger.js';
@@ -24,7 +24,7 @@ afterEach(async () => {
 
 async function appWith(logger: FastifyBaseLogger) {
   // as the server: no per-request lines of fastify's own (server/app/index.ts)
-  const app = Fastify({ loggerInstance: logger, childLoggerFactory: lazyRequestLogger, disableRequestLogging: true });
+  const app = Fastify({ loggerInstance: logger, childLoggerFactory: lazyRequestLogger, logController: new LogController({ disableRequestLogging: true }) });
   app.get('/quiet', async (req) => {
     req.log.info({ token: 'secret-value' }, 'below the level');
     req.log.debug('below the level too');
