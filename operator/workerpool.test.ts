@@ -76,8 +76,12 @@ describe('WorkerPool validation (fake API server + stub Playflow server)', { tim
     const { CustomObjectsApi } = await import('@kubernetes/client-node');
     await kube.kubeConfig('user').makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ group: 'playflow.io', version: 'v1alpha1', plural: 'workerpools', namespace: ns, name: 'zeta' });
     await eventually(() => expect(replicas(ns, 'workers')).toBe(10));
-    const took = kube.getObject('workerpools', ns, 'alpha')!;
-    expect(condition(took, 'Ready')).toMatchObject({ status: 'True' });
+    // the controller writes the pool's status after it scales: wait for that write too
+    const took = await eventually(() => {
+      const o = kube.getObject('workerpools', ns, 'alpha')!;
+      expect(condition(o, 'Ready')).toMatchObject({ status: 'True' });
+      return o;
+    });
     expect(condition(took, 'Stalled')).toBeUndefined();
   });
 
