@@ -130,6 +130,17 @@ function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
 /** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
 const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
 
+/**
+ * Queue ids to take with a speculative commit, for the next batch: twice what this one wanted, and
+ * never fewer than the execution's previous reservation (`previous`), up to MAX_BATCH. A batch's
+ * size follows the requests that came in while the previous one ran, and under load sizes
+ * alternate (1, 13, 2, 20…): with exactly what the last batch wanted, 37% of the batches of a
+ * 4,000-item loop made a round trip for the rest. Ids left unused are gaps in the queue's
+ * sequence, nothing else; a sequential chain (one at a time) still takes one.
+ */
+export const idsToReserve = (want: number, previous = 0): number =>
+  Math.max(want, Math.min(Math.max(want <= 1 ? want : 2 * want, previous), MAX_BATCH));
+
 /** A run request's answer for an execution that now exists. */
 const started = (x: Pick<ExecutionRow, 'execution_id' | 'path' | 'version'>, commands: number): RunResponse =>
   ({ execution_id: x.execution_id, status: 'started', path: x.path, version: x.version, commands });
@@ -781,6 +792,7 @@ export class PgExecutionService implements ExecutionService {
     if (!cached?.vars) return null;
     const want = eagerWanted(batch);
     // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
+    const reserveNext = idsToReserve(want, cached.queueIds?.length);
     const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
     if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
     cached.queueIds = undefined;
@@ -790,7 +802,7 @@ export class PgExecutionService implements ExecutionService {
     };
     const guard = { lastSeq: cached.seq, holders, vars: cached.vars };
     const ctx = newCtx();
-    const tx = new LazyTransaction(this.db.pool, executionId, guard, want, () => this.ending(ctx));
+    const tx = new LazyTransaction(this.db.pool, executionId, guard, reserveNext, () => this.ending(ctx));
     let outcomes: ItemOutcome[];
     try {
       outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedCommand } from '../../common/protocol.js';
-import type { TestDatabase } from '../../test/helpers/pg.js';
+import { recordQueries, type TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import type { PgExecutionService } from './service.js';
 import { secretsHooks } from '../secrets/hooks.js';
@@ -41,6 +41,7 @@ ${names.map((n, i) => `  - step: "${n}"
 `);
   await a.deps.catalog.register(loopPlaybook('s/window', '{{ range(8) | list }}', 2));
   await a.deps.catalog.register(loopPlaybook('s/loop', '{{ [1, 2, 3, 4] }}', 4));
+  await a.deps.catalog.register(loopPlaybook('s/long', '{{ range(16) | list }}', 4));
 });
 afterAll(async () => {
   await a?.stop();
@@ -210,6 +211,31 @@ describe('speculative decisions', () => {
     }
     expect(ran.sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(await a.deps.executions.get(id)).toMatchObject({ status: 'completed', result: [0, 1, 2, 3, 4, 5, 6, 7] });
+  });
+
+  it('take the queue ids of the next batch with the COMMIT, also when batch sizes alternate', async () => {
+    let cmds = await loopStarted(a, 's/long', 4);
+    const id = cmds[0].execution_id;
+    const ex = service(a);
+    const redone = ex.speculations.redone;
+    // four call.dones reported together go as two batches: the first alone (one next item), the
+    // other three together (three); a round of them shows what the previous rounds reserved
+    const round = async () => {
+      const tx0 = ex.groupCommits.transactions;
+      const { value: acks, sent } = await recordQueries(() => Promise.all(cmds.map((c) => reportItem(a, c))));
+      expect(ex.groupCommits.transactions - tx0).toBe(2);
+      cmds = acks.flatMap((k) => k.claimed ?? []);
+      expect(cmds).toHaveLength(4);
+      return sent.filter((q) => q === 'playflow.take_queue_ids').length;
+    };
+    // the claims cached the state without ids: both batches of the first round take theirs in a round trip
+    expect(await round()).toBe(2);
+    // from then on a one-item batch keeps the execution's larger reservation for the next
+    expect(await round()).toBe(0);
+    expect(await round()).toBe(0);
+    expect(ex.speculations.redone - redone).toBe(0);
+    await consistent(a, id);
+    await a.deps.executions.cancel(id);
   });
 
   it('decide a batch again under the lock when any one of its leases was taken away', async () => {
