@@ -18,7 +18,7 @@ import type {
   ScheduleList, ScheduleSource, ScheduleSpec, ScheduleTicks, ScheduleView,
   RuntimeList, RuntimeRegisterRequest, StatusOk, WorkerEvent,
 } from '../common/protocol.js';
-import { EVENTS_PAGE_LIMIT, MAX_WAIT_SECONDS } from '../common/contract/execution.js';
+import { EVENTS_PAGE_LIMIT, MAX_WAIT_SECONDS } from '../common/contract/limits.js';
 
 export type IdLike = string | number | bigint;
 

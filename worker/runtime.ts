@@ -28,7 +28,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ApiError, type PlayflowClient } from '../client/http.js';
 import type { ClaimedCommand, ClaimNextRequest, CommandNotification, WorkerEvent } from '../common/protocol.js';
-import { MAX_EVENTS_PER_REQUEST } from '../common/contract/worker.js';
+import { MAX_EVENTS_PER_REQUEST } from '../common/contract/limits.js';
 import { SecretsClient, type CredentialLease } from '../client/secrets.js';
 import { createAuthResolver, leaseOf } from './auth.js';
 import { redactUrlsIn } from '../common/redact-url.js';

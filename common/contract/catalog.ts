@@ -1,8 +1,9 @@
 /** The playbook catalog: register, read, list, versions, remove. */
-import { Id, JsonObject, LimitQuery, OffsetQuery, Ref, StringEnum, Timestamp, Type, type PageLimit, type Static } from './common.js';
+import { Id, JsonObject, LimitQuery, OffsetQuery, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
+import { CATALOG_LIST_LIMIT } from './limits.js';
 
-/** GET /api/catalog/playbooks page size. */
-export const CATALOG_LIST_LIMIT: PageLimit = { default: 100, max: 1000 };
+export { CATALOG_LIST_LIMIT };
+
 
 /**
  * The Kubernetes resource that owns a catalog path or a credential name (issue 14). Ownership is

@@ -12,6 +12,7 @@
  */
 import { Type, type Static, type TObject, type TSchema, type SchemaOptions } from '@sinclair/typebox';
 import type { Json as JsonValue, JsonObject as JsonObjectValue } from '../../playbook/types.js';
+import type { PageLimit } from './limits.js';
 
 export { Type, type Static, type TSchema };
 
@@ -52,7 +53,6 @@ export const NullableString = (o: SchemaOptions = {}) => Type.Unsafe<string | nu
 export const NullableInteger = (o: SchemaOptions = {}) => Type.Unsafe<number | null>({ type: ['integer', 'null'], ...o });
 
 /** A page size query parameter: its default and its cap are part of the contract. */
-export interface PageLimit { default: number; max: number }
 export const LimitQuery = (l: PageLimit) =>
   Type.Integer({ minimum: 1, maximum: l.max, default: l.default, description: `page size, default ${l.default}, at most ${l.max}` });
 export const OffsetQuery = () => Type.Integer({ minimum: 0, maximum: 2147483647, default: 0, description: 'rows to skip' });

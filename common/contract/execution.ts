@@ -1,18 +1,15 @@
 /**
  * Executions: start (run/execute), read, list, retry, rerun, cancel; the event log pages.
  */
-import { Dict, Id, IdInput, IdParam, Json, JsonObject, LimitQuery, NullableId, NullableInteger, NullableString, NullableTimestamp, OffsetQuery, Ref, StringEnum, Timestamp, Type, type PageLimit, type Static } from './common.js';
+import { Dict, Id, IdInput, IdParam, Json, JsonObject, LimitQuery, NullableId, NullableInteger, NullableString, NullableTimestamp, OffsetQuery, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
+import { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, MAX_WAIT_SECONDS } from './limits.js';
+
+export { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, MAX_WAIT_SECONDS };
 
 export const EXECUTION_STATUSES = ['started', 'running', 'completed', 'failed', 'cancelled'] as const;
 export const ExecutionStatusName = StringEnum(EXECUTION_STATUSES);
 export type ExecutionStatusName = Static<typeof ExecutionStatusName>;
 
-/** GET /api/executions page size. */
-export const EXECUTION_LIST_LIMIT: PageLimit = { default: 50, max: 500 };
-/** GET /api/events/{id} page size. */
-export const EVENTS_PAGE_LIMIT: PageLimit = { default: 500, max: 5000 };
-/** Longest `wait` a request may ask for: below the usual 60-120 s idle timeouts of proxies. */
-export const MAX_WAIT_SECONDS = 60;
 
 /** POST /api/v2/execute and /api/run/playbook — body. */
 export const RunBody = Type.Object({

@@ -1,13 +1,14 @@
 /** Schedules: cron triggers of playbooks (PUT/GET/DELETE /api/schedules/{name}, ticks). */
-import { JsonObject, LimitQuery, NullableId, NullableInteger, NullableString, StringEnum, Type, type PageLimit, type Static } from './common.js';
+import { JsonObject, LimitQuery, NullableId, NullableInteger, NullableString, StringEnum, Type, type Static } from './common.js';
+import { SCHEDULE_TICKS_LIMIT } from './limits.js';
+
+export { SCHEDULE_TICKS_LIMIT };
 
 export const CONCURRENCY_POLICIES = ['Allow', 'Forbid', 'Replace'] as const;
 export const MISSED_RUN_POLICIES = ['RunOnce', 'Skip'] as const;
 export const SCHEDULE_SOURCES = ['api', 'playbook', 'kubernetes'] as const;
 /** A schedule's name: also the key a playbook's declared schedule gets (`<path>:<name>`). */
 export const SCHEDULE_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,252}$';
-/** GET /api/schedules/{name}/ticks page size. */
-export const SCHEDULE_TICKS_LIMIT: PageLimit = { default: 100, max: 1000 };
 
 export const ConcurrencyPolicy = StringEnum(CONCURRENCY_POLICIES);
 export type ConcurrencyPolicy = Static<typeof ConcurrencyPolicy>;

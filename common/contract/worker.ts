@@ -7,6 +7,9 @@ import { Value } from '@sinclair/typebox/value';
 import type { Tool } from '../../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../../playbook/schema.js';
 import { ErrorBody, Id, IdInput, JsonObject, NullableId, NullableInteger, NullableString, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
+import { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST } from './limits.js';
+
+export { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST };
 
 /**
  * Names only the server and the engine write; a worker may not send them (the event log is the
@@ -153,9 +156,6 @@ export const WorkerEvent = Type.Object({
 });
 export type WorkerEvent = Static<typeof WorkerEvent>;
 
-/** Most commands one claim_next may lease. */
-export const CLAIM_NEXT_MAX = 16;
-
 /**
  * Eager dispatch, asked with a batch of events (`{events, claim_next}`): commands that the batch's
  * last event issues and that are due now are leased to `worker_id` in the same transaction (their
@@ -172,9 +172,6 @@ export const ClaimNextRequest = Type.Object({
   pool: Type.Optional(Type.String({ pattern: POOL_NAME_PATTERN, description: "the worker's pool: only its commands are handed back (default `default`)" })),
 }, { description: 'eager dispatch: lease the due commands the last event issues to this worker and return them in `claimed`' });
 export type ClaimNextRequest = Static<typeof ClaimNextRequest>;
-
-/** Events in one request. */
-export const MAX_EVENTS_PER_REQUEST = 1000;
 
 export const EventsBatch = Type.Object({
   events: Type.Array(WorkerEvent, { minItems: 1, maxItems: MAX_EVENTS_PER_REQUEST }),
