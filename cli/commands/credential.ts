@@ -17,7 +17,7 @@
 import type { Command } from 'commander';
 import type { JsonObject } from '../../playbook/types.js';
 import type { CredentialMeta, CredentialWithData } from '../../client/secrets.js';
-import { CREDENTIAL_TYPES } from '../../server/secrets/credentials.js';
+import { CREDENTIAL_TYPES } from '../../common/secrets.js';
 import { fields, indent, table, toJson } from '../output.js';
 import { action, apiOptions, CliError, parseJsonObject, printBody, println, secretsClientFrom, type ApiOptions } from './common.js';
 

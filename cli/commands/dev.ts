@@ -29,9 +29,11 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../common/protocol.js';
-import { parsePlaybook } from '../../playbook/index.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
 import { CliError, action, parseJsonObject, printJson, println, readPlaybookFile } from './common.js';
+
+/** The playbook language: loaded by the dev commands, not by every CLI start. */
+const language = () => import('../../playbook/index.js');
 
 interface DevCliOptions {
   payload?: string;
@@ -45,8 +47,8 @@ interface DevCliOptions {
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /** The file's problems, each with its path, as one message (exit 1). */
-function checkPlaybook(file: string, text: string): void {
-  const r = parsePlaybook(text);
+async function checkPlaybook(file: string, text: string): Promise<void> {
+  const r = (await language()).parsePlaybook(text);
   if (r.errors.length === 0) return;
   const lines = r.errors.map((e) => `  - ${e.path || '(document)'}: ${e.message}`);
   throw new CliError(`playbook '${file}' is invalid (${r.errors.length} problem${r.errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, 1, r.errors);
@@ -154,8 +156,8 @@ function keyLine(key: DevKeyInfo): string {
  * The catalog path to register under when the playbook has no metadata.path: metadata.name (the
  * documented default; the server's catalog service answers 400 instead — worked around here).
  */
-function fallbackPath(text: string): string | undefined {
-  const md = parsePlaybook(text).playbook?.metadata;
+async function fallbackPath(text: string): Promise<string | undefined> {
+  const md = (await language()).parsePlaybook(text).playbook?.metadata;
   return md && !md.path?.trim() && md.name?.trim() ? md.name.trim() : undefined;
 }
 
@@ -168,7 +170,7 @@ async function siblingPlaybooks(file: string): Promise<Array<{ file: string; tex
     const full = path.join(dir, name);
     if (!/\.ya?ml$/i.test(name) || full === self) continue;
     const text = await readFile(full, 'utf8').catch(() => '');
-    if (text && parsePlaybook(text).errors.length === 0) out.push({ file: full, text });
+    if (text && (await language()).parsePlaybook(text).errors.length === 0) out.push({ file: full, text });
   }
   return out;
 }
@@ -181,13 +183,13 @@ async function runFile(dev: DevInstance, file: string, text: string, payload: Re
   const siblings = await siblingPlaybooks(file);
   for (const s of siblings) {
     try {
-      await client.registerPlaybook(s.text, fallbackPath(s.text));
+      await client.registerPlaybook(s.text, await fallbackPath(s.text));
     } catch (err) {
       info(`note: ${path.relative(process.cwd(), s.file)} not registered: ${(err as Error).message}`);
     }
   }
   if (siblings.length) info(`registered ${siblings.length} other playbook${siblings.length === 1 ? '' : 's'} of ${path.relative(process.cwd(), path.dirname(path.resolve(file))) || '.'}/`);
-  const reg = await client.registerPlaybook(text, fallbackPath(text));
+  const reg = await client.registerPlaybook(text, await fallbackPath(text));
   info(`${reg.created ? 'registered' : 'unchanged'}: ${reg.path} version ${reg.version}`);
   for (const w of reg.warnings) info(`  warning: ${w.path || '(document)'}: ${w.message}`);
   const run = await client.run({ path: reg.path, version: reg.version, payload: payload as never });
@@ -214,7 +216,7 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
   let text: string | undefined;
   if (file !== undefined) {
     text = await readPlaybookFile(file);
-    checkPlaybook(file, text);
+    await checkPlaybook(file, text);
   } else if (opts.payload !== undefined) {
     throw new CliError('--payload needs a playbook file: playflow dev <file.yaml> --payload <json>');
   }

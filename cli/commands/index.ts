@@ -14,7 +14,12 @@ import { register as server } from './server.js';
 import { register as vars } from './vars.js';
 import { register as worker } from './worker.js';
 
-/** Add one line per command group. Order is the order `playflow --help` lists them. */
+/**
+ * Add one line per command group. Order is the order `playflow --help` lists them. Registering
+ * runs on every start, so a group imports its heavy libraries (the playbook language, the
+ * database driver, the TypeBox contract) inside the actions that use them:
+ * test/cli/startup.test.ts checks what a start loads.
+ */
 const groups: Array<(program: Command) => void> = [
   server,
   catalog,

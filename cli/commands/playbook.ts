@@ -11,10 +11,11 @@
 import { readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { stringify } from 'yaml';
-import { parsePlaybook, type PlaybookIssue } from '../../playbook/index.js';
-import { convertPlaybookText } from '../../playbook/convert-text.js';
+import type { PlaybookIssue } from '../../playbook/index.js';
 import { CliError, action, printJson, println, readPlaybookFile } from './common.js';
+
+/** The playbook language (schema checks, templates): loaded by the commands that parse, not by every CLI start. */
+const language = () => import('../../playbook/index.js');
 
 export interface FileReport {
   file: string;
@@ -60,7 +61,7 @@ export async function validateFiles(paths: string[]): Promise<FileReport[]> {
       reports.push({ file, valid: false, errors: [{ path: '', message: (err as Error).message, severity: 'error' }], warnings: [] });
       continue;
     }
-    const r = parsePlaybook(text);
+    const r = (await language()).parsePlaybook(text);
     reports.push({ file, valid: r.errors.length === 0, errors: r.errors, warnings: r.warnings });
   }
   return reports;
@@ -121,7 +122,7 @@ async function convertFiles(paths: string[], opts: ConvertOptions): Promise<numb
       reports.push({ file, changed: false, written: false, changes: [], not_converted: [], errors: [{ path: '', message: (err as Error).message, severity: 'error' }] });
       continue;
     }
-    const r = convertPlaybookText(text);
+    const r = (await import('../../playbook/convert-text.js')).convertPlaybookText(text);
     const notConverted = [...r.unconverted, ...r.warnings.filter((w) => !r.unconverted.some((u) => u.path === w.path)).map((w) => ({ path: w.path, message: w.message }))];
     let written = false;
     if (opts.write && r.changed) {
@@ -178,13 +179,13 @@ export function register(program: Command): void {
     .option('-o, --output <format>', 'yaml or json', 'yaml')
     .action(action(async (file: string, opts: { output?: string }) => {
       checkOutput(opts.output, ['yaml', 'json']);
-      const r = parsePlaybook(await readPlaybookFile(file));
+      const r = (await language()).parsePlaybook(await readPlaybookFile(file));
       for (const w of r.warnings) process.stderr.write(`${line(file, w)}\n`);
       if (!r.playbook) {
         for (const e of r.errors) process.stderr.write(`${line(file, e)}\n`);
         throw new CliError(`${file}: invalid (${r.errors.length} error${r.errors.length === 1 ? '' : 's'})`);
       }
       if (opts.output === 'json') printJson(r.playbook);
-      else process.stdout.write(stringify(r.playbook, { lineWidth: 0 }));
+      else process.stdout.write((await import('yaml')).stringify(r.playbook, { lineWidth: 0 }));
     }));
 }

@@ -18,9 +18,12 @@
  * 3) drop PLAYFLOW_ENCRYPTION_KEY_PREVIOUS.
  */
 import type { Command } from 'commander';
-import { createDb } from '../../server/db.js';
-import { cipherFromEnv, reencryptAll, verifyKey, EncryptionKeyError, ENCRYPTED_TABLES, type ReencryptResult } from '../../server/crypto.js';
+import type { ReencryptResult } from '../../server/crypto.js';
 import { action, CliError, outputFormat, outputOption, printBody, println } from './common.js';
+
+/** The database driver and the cipher: loaded by these commands, not by every CLI start. */
+const database = () => import('../../server/db.js');
+const crypto = () => import('../../server/crypto.js');
 
 export interface RotateOptions {
   databaseUrl: string;
@@ -31,6 +34,7 @@ export interface RotateOptions {
 
 /** Verifies the keys, then re-encrypts; the library part of the command (tests call it). */
 export async function rotateKey(o: RotateOptions): Promise<ReencryptResult & { previous_key_ids: string[] }> {
+  const [{ createDb }, { cipherFromEnv, reencryptAll, verifyKey }] = await Promise.all([database(), crypto()]);
   const cipher = cipherFromEnv(o.env ?? process.env);
   const db = createDb(o.databaseUrl, { max: 2, applicationName: 'playflow-rotate-key' });
   try {
@@ -43,6 +47,7 @@ export async function rotateKey(o: RotateOptions): Promise<ReencryptResult & { p
 }
 
 export async function keyStatus(databaseUrl: string, env: Record<string, string | undefined> = process.env): Promise<{ key_id: string; rows: Record<string, Record<string, number>> }> {
+  const [{ createDb }, { cipherFromEnv, verifyKey, ENCRYPTED_TABLES }] = await Promise.all([database(), crypto()]);
   const cipher = cipherFromEnv(env);
   const db = createDb(databaseUrl, { max: 1, applicationName: 'playflow-verify-key' });
   try {
@@ -69,7 +74,7 @@ function wrapKeyErrors<A extends unknown[]>(fn: (...a: A) => Promise<void>) {
     try {
       await fn(...a);
     } catch (err) {
-      if (err instanceof EncryptionKeyError) throw new CliError(err.message);
+      if (err instanceof (await crypto()).EncryptionKeyError) throw new CliError(err.message);
       throw err;
     }
   };
