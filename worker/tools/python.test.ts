@@ -1,16 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runTool } from './index.js';
 import { closePythonPool, configurePython, pythonPool } from './python.js';
 import { makeCtx } from '../testing/helpers.js';
 
 beforeAll(async () => {
-  process.env.PLAYFLOW_API_TOKEN = 'worker-secret-token';
-  process.env.BROKER_URL = 'nats://user:pass@127.0.0.1:4222';
+  // the worker's own secrets, which no python call may see (restored after the file: vi.unstubAllEnvs)
+  vi.stubEnv('PLAYFLOW_API_TOKEN', 'worker-secret-token');
+  vi.stubEnv('BROKER_URL', 'nats://user:pass@127.0.0.1:4222');
   configurePython({ size: 2, maxCallsPerProcess: 1000 });
   await pythonPool().start();
 });
 afterAll(async () => {
   await closePythonPool();
+  vi.unstubAllEnvs();
 });
 
 const py = (code: string, extra: Record<string, any> = {}, ctxArgs: Record<string, any> = {}) =>
