@@ -143,6 +143,9 @@ export function fileErrorReason(err: unknown): string {
   return code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
 }
 
+/** The playbook language (schema checks, templates): loaded by the commands that parse one, not by every CLI start. */
+export const playbookLanguage = () => import('../../playbook/index.js');
+
 /** A playbook file's text; a failed read is a CliError naming the file and why. */
 export async function readPlaybookFile(file: string): Promise<string> {
   const { readFile } = await import('node:fs/promises');

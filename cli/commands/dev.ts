@@ -30,10 +30,7 @@ import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../common/protocol.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
-import { CliError, action, parseJsonObject, printJson, println, readPlaybookFile } from './common.js';
-
-/** The playbook language: loaded by the dev commands, not by every CLI start. */
-const language = () => import('../../playbook/index.js');
+import { CliError, action, parseJsonObject, playbookLanguage, printJson, println, readPlaybookFile } from './common.js';
 
 interface DevCliOptions {
   payload?: string;
@@ -48,7 +45,7 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /** The file's problems, each with its path, as one message (exit 1). */
 async function checkPlaybook(file: string, text: string): Promise<void> {
-  const r = (await language()).parsePlaybook(text);
+  const r = (await playbookLanguage()).parsePlaybook(text);
   if (r.errors.length === 0) return;
   const lines = r.errors.map((e) => `  - ${e.path || '(document)'}: ${e.message}`);
   throw new CliError(`playbook '${file}' is invalid (${r.errors.length} problem${r.errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, 1, r.errors);
@@ -157,7 +154,7 @@ function keyLine(key: DevKeyInfo): string {
  * documented default; the server's catalog service answers 400 instead — worked around here).
  */
 async function fallbackPath(text: string): Promise<string | undefined> {
-  const md = (await language()).parsePlaybook(text).playbook?.metadata;
+  const md = (await playbookLanguage()).parsePlaybook(text).playbook?.metadata;
   return md && !md.path?.trim() && md.name?.trim() ? md.name.trim() : undefined;
 }
 
@@ -165,12 +162,13 @@ async function fallbackPath(text: string): Promise<string | undefined> {
 async function siblingPlaybooks(file: string): Promise<Array<{ file: string; text: string }>> {
   const dir = path.dirname(path.resolve(file));
   const self = path.resolve(file);
+  const { parsePlaybook } = await playbookLanguage();
   const out: Array<{ file: string; text: string }> = [];
   for (const name of (await readdir(dir)).sort()) {
     const full = path.join(dir, name);
     if (!/\.ya?ml$/i.test(name) || full === self) continue;
     const text = await readFile(full, 'utf8').catch(() => '');
-    if (text && (await language()).parsePlaybook(text).errors.length === 0) out.push({ file: full, text });
+    if (text && parsePlaybook(text).errors.length === 0) out.push({ file: full, text });
   }
   return out;
 }

@@ -12,10 +12,7 @@ import { readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import type { PlaybookIssue } from '../../playbook/index.js';
-import { CliError, action, printJson, println, readPlaybookFile } from './common.js';
-
-/** The playbook language (schema checks, templates): loaded by the commands that parse, not by every CLI start. */
-const language = () => import('../../playbook/index.js');
+import { CliError, action, playbookLanguage, printJson, println, readPlaybookFile } from './common.js';
 
 export interface FileReport {
   file: string;
@@ -61,7 +58,7 @@ export async function validateFiles(paths: string[]): Promise<FileReport[]> {
       reports.push({ file, valid: false, errors: [{ path: '', message: (err as Error).message, severity: 'error' }], warnings: [] });
       continue;
     }
-    const r = (await language()).parsePlaybook(text);
+    const r = (await playbookLanguage()).parsePlaybook(text);
     reports.push({ file, valid: r.errors.length === 0, errors: r.errors, warnings: r.warnings });
   }
   return reports;
@@ -179,7 +176,7 @@ export function register(program: Command): void {
     .option('-o, --output <format>', 'yaml or json', 'yaml')
     .action(action(async (file: string, opts: { output?: string }) => {
       checkOutput(opts.output, ['yaml', 'json']);
-      const r = (await language()).parsePlaybook(await readPlaybookFile(file));
+      const r = (await playbookLanguage()).parsePlaybook(await readPlaybookFile(file));
       for (const w of r.warnings) process.stderr.write(`${line(file, w)}\n`);
       if (!r.playbook) {
         for (const e of r.errors) process.stderr.write(`${line(file, e)}\n`);

@@ -4,7 +4,6 @@ import { CATALOG_LIST_LIMIT } from './limits.js';
 
 export { CATALOG_LIST_LIMIT };
 
-
 /**
  * The Kubernetes resource that owns a catalog path or a credential name (issue 14). Ownership is
  * by kind + namespace + name; `uid` is recorded so a re-created resource of the same name shows

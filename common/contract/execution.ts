@@ -10,7 +10,6 @@ export const EXECUTION_STATUSES = ['started', 'running', 'completed', 'failed', 
 export const ExecutionStatusName = StringEnum(EXECUTION_STATUSES);
 export type ExecutionStatusName = Static<typeof ExecutionStatusName>;
 
-
 /** POST /api/v2/execute and /api/run/playbook — body. */
 export const RunBody = Type.Object({
   path: Type.String({ minLength: 1, description: 'catalog path of the playbook' }),

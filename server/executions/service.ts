@@ -791,8 +791,8 @@ export class PgExecutionService implements ExecutionService {
     const cached = this.loader.stateCache.get(executionId);
     if (!cached?.vars) return null;
     const want = eagerWanted(batch);
-    // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
     const reserveNext = idsToReserve(want, cached.queueIds?.length);
+    // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
     const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
     if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
     cached.queueIds = undefined;
