@@ -252,7 +252,8 @@ describe('speculative decisions', () => {
     expect((settled[2] as PromiseRejectedResult).reason).toMatchObject({ code: 'not_lease_holder' });
     expect(ex.speculations.redone - before.redone).toBe(1);
     const { rows } = await a.db.pool.query<{ queue_id: string; status: string }>(
-      'SELECT queue_id::text, status FROM queue WHERE execution_id = $1 ORDER BY queue_id', [id]);
+      // q.queue_id: the bigint (the output column is text, and '100' sorts before '98')
+      'SELECT q.queue_id::text, q.status FROM queue q WHERE q.execution_id = $1 ORDER BY q.queue_id', [id]);
     expect(rows.map((r) => r.status)).toEqual(['done', 'done', 'leased', 'leased']);
     await consistent(a, id);
     await a.deps.executions.cancel(id);
