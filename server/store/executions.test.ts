@@ -76,6 +76,18 @@ describe('executions by parent', () => {
     }
   });
 
+  it("lists an end's running children in id order, also across a power of ten", async () => {
+    const ids = ['99999', '100000'];
+    for (const id of [...ids].reverse()) {
+      await db.pool.query(
+        `INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, parent_execution_id, status)
+         VALUES ($1, 1, 't/p', 1, '{}', 1, 1, 'running')`, [id]);
+    }
+    const { rows } = await db.pool.query(execStore.openChildrenSql('1'));
+    expect(rows.map((r) => r.execution_id)).toEqual(ids);
+    await db.pool.query('DELETE FROM execution WHERE execution_id = ANY($1::bigint[])', [ids]);
+  });
+
   it('a page of children is read through the parent index, newest first', async () => {
     const page = await execStore.list(db.pool, { parent, limit: 50, offset: 0 });
     expect(page).toHaveLength(4);

@@ -256,9 +256,13 @@ export async function orphanedChildren(q: Queryable, limit: number): Promise<str
   return rows.map((r) => r.execution_id);
 }
 
-/** The children of an execution still running, rows `{execution_id}`; `id` an idLiteral (sql.ts). */
+/**
+ * The children of an execution still running, rows `{execution_id}`, in id order; `id` an
+ * idLiteral (sql.ts). `e.execution_id` orders by the bigint: a bare name is the text output
+ * column, where '100' sorts before '99'.
+ */
 export const openChildrenSql = (id: string) =>
-  `SELECT execution_id::text AS execution_id FROM execution WHERE parent_execution_id = ${id} AND status IN ('started', 'running') ORDER BY execution_id`;
+  `SELECT e.execution_id::text AS execution_id FROM execution e WHERE e.parent_execution_id = ${id} AND e.status IN ('started', 'running') ORDER BY e.execution_id`;
 
 /** openChildrenSql prepared once per connection: an end sent with its COMMIT EXECUTEs it. */
 export const OPEN_CHILDREN_STATEMENT = sessionStatement('playflow_open_children', ['bigint'], openChildrenSql('$1'));
