@@ -11,7 +11,6 @@
  * certificate.
  * Response: `{message_id, accepted, rejected, response}`.
  */
-import nodemailer from 'nodemailer';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { resolvePath } from './file.js';
@@ -57,6 +56,8 @@ export async function runEmail(tool: Tool, ctx: ToolContext): Promise<ToolOutcom
   const user = str(pick(smtpCfg, 'user', 'username') ?? pick(a, 'username', 'user', 'smtp_user')) ?? e('SMTP_USER');
   const pass = str(pick(smtpCfg, 'password') ?? pick(a, 'password', 'smtp_password')) ?? e('SMTP_PASSWORD');
   const verify = boolField(tool.verify, true);
+  // loaded on the first email: most workers never send one, and it is 250 modules to start
+  const { default: nodemailer } = await import('nodemailer');
   const transport = nodemailer.createTransport({
     host,
     port,

@@ -12,7 +12,6 @@
  */
 import { promises as fs } from 'node:fs';
 import { dirname, extname, isAbsolute, relative, resolve } from 'node:path';
-import YAML from 'yaml';
 import type { Json, Tool } from '../../playbook/types.js';
 import { parseCsv, toCsv } from './csv.js';
 import { operation, param, required } from './params.js';
@@ -57,12 +56,15 @@ function encodingOf(v: Json | undefined): BufferEncoding {
   return enc;
 }
 
-function parse(text: string, format: Format): Json {
+/** The YAML library, for the steps that read or write YAML (a worker that runs none does not load it). */
+const yaml = async () => (await import('yaml')).default;
+
+async function parse(text: string, format: Format): Promise<Json> {
   switch (format) {
     case 'json':
       return text.trim() ? (JSON.parse(text) as Json) : null;
     case 'yaml': {
-      const docs = YAML.parseAllDocuments(text);
+      const docs = (await yaml()).parseAllDocuments(text);
       for (const d of docs) if (d.errors.length) throw new Error(d.errors[0].message);
       const values = docs.map((d) => d.toJS() as Json);
       return values.length === 0 ? null : values.length === 1 ? values[0] : values;
@@ -74,12 +76,12 @@ function parse(text: string, format: Format): Json {
   }
 }
 
-function serialise(data: Json, format: Format, withHeader = true): string {
+async function serialise(data: Json, format: Format, withHeader = true): Promise<string> {
   switch (format) {
     case 'json':
       return `${JSON.stringify(data, null, 2)}\n`;
     case 'yaml':
-      return YAML.stringify(data);
+      return (await yaml()).stringify(data);
     case 'csv':
       if (!Array.isArray(data)) throw new ToolConfigError('csv data must be a list of objects or of rows');
       return toCsv(data, withHeader);
@@ -111,11 +113,11 @@ export async function runFile(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
     switch (op) {
       case 'read': {
         const text = await fs.readFile(path, enc);
-        return ok({ path: rawPath, format, data: parse(text, format) });
+        return ok({ path: rawPath, format, data: await parse(text, format) });
       }
       case 'write': {
         const data = required(tool, ctx, 'data', 'file.write');
-        const text = serialise(data, format);
+        const text = await serialise(data, format);
         await fs.mkdir(dirname(path), { recursive: true });
         await fs.writeFile(path, text, enc);
         return ok({ path: rawPath, format, bytes: Buffer.byteLength(text, enc), mode: 'w' });
@@ -126,13 +128,13 @@ export async function runFile(tool: Tool, ctx: ToolContext): Promise<ToolOutcome
         let text: string;
         if (format === 'json' || format === 'yaml') {
           const existing = await readIfExists(path, enc);
-          const current = existing === null || !existing.trim() ? [] : parse(existing, format);
+          const current = existing === null || !existing.trim() ? [] : await parse(existing, format);
           if (!Array.isArray(current)) throw new ToolConfigError(`cannot append to ${rawPath}: it does not hold a list`);
-          text = serialise([...current, ...(Array.isArray(data) ? data : [data])], format);
+          text = await serialise([...current, ...(Array.isArray(data) ? data : [data])], format);
           await fs.writeFile(path, text, enc);
         } else {
           const existing = format === 'csv' ? await readIfExists(path, enc) : null;
-          text = serialise(format === 'csv' && !Array.isArray(data) ? [data] : data, format, !existing?.trim());
+          text = await serialise(format === 'csv' && !Array.isArray(data) ? [data] : data, format, !existing?.trim());
           await fs.appendFile(path, text, enc);
         }
         return ok({ path: rawPath, format, bytes: Buffer.byteLength(text, enc), mode: 'a' });

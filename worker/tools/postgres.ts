@@ -21,7 +21,7 @@
  * `code: 'sql_error'` and `data: {sqlstate, detail, position}`.
  */
 import { createHash } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { bigintToJson, decimalToJson, isObject, str, toJson } from './json.js';
@@ -45,16 +45,19 @@ const pools = new Map<string, pg.Pool>();
 const INT8 = 20;
 const NUMERIC = 1700;
 const DATE = 1082;
+/** The driver, loaded by the first postgres step: a worker that runs none does not start it. */
+let driver: typeof pg | undefined;
+
 const typeParsers = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8) return (v: string) => bigintToJson(BigInt(v));
     if (oid === DATE) return (v: string) => v;
     if (oid === NUMERIC) return (v: string) => decimalToJson(v);
-    return pg.types.getTypeParser(oid, format as any);
+    return driver!.types.getTypeParser(oid, format as any);
   },
 } as pg.CustomTypesConfig;
 
-function poolFor(config: pg.PoolConfig): pg.Pool {
+function poolFor(loaded: typeof pg, config: pg.PoolConfig): pg.Pool {
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex');
   let pool = pools.get(key);
   if (pool) {
@@ -67,7 +70,7 @@ function poolFor(config: pg.PoolConfig): pg.Pool {
     pools.delete(oldKey);
     void old.end().catch(() => {});
   }
-  pool = new pg.Pool({
+  pool = new loaded.Pool({
     ...config,
     max: settings.poolSize,
     idleTimeoutMillis: settings.idleTimeoutMs,
@@ -215,7 +218,8 @@ function plan(tool: Tool): Plan {
 export async function runPostgres(given: Tool, ctx: ToolContext): Promise<ToolOutcome> {
   const tool = await withScript(given, 'command', ctx);
   const p = plan(tool);
-  const pool = poolFor(await resolveConnection(tool, ctx));
+  driver ??= (await import('pg')).default;
+  const pool = poolFor(driver, await resolveConnection(tool, ctx));
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
