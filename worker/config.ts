@@ -44,7 +44,7 @@ import { hostname } from 'node:os';
 import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort, type LogLevel } from '../common/config.js';
 import { DEFAULT_POOL } from '../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../playbook/schema.js';
-import { workerIdProblem } from '../common/contract/worker.js';
+import { workerIdProblem } from '../common/contract/worker-id.js';
 import { DEFAULT_MAX_CALLS } from './python/pool.js';
 
 function poolName(v: string): string {

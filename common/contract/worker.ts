@@ -3,13 +3,13 @@
  * with eager `claim_next`) and the claimed command. The hot path: these are validated once, at
  * the HTTP edge, and the execution service trusts them.
  */
-import { Value } from '@sinclair/typebox/value';
 import type { Tool } from '../../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../../playbook/schema.js';
 import { ErrorBody, Id, IdInput, JsonObject, NullableId, NullableInteger, NullableString, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
 import { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST } from './limits.js';
+import { WORKER_ID_MAX, WORKER_ID_MESSAGE, WORKER_ID_PATTERN, workerIdProblem } from './worker-id.js';
 
-export { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST };
+export { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST, workerIdProblem };
 
 /**
  * Names only the server and the engine write; a worker may not send them (the event log is the
@@ -22,26 +22,14 @@ export const SERVER_EVENT_NAMES = [
   'case_applied', 'execution.cancel', 'execution.retry', 'execution_retried',
 ] as const;
 
-/**
- * A worker's id: the lease holder's name. `execution:<id>` is how a queue row held by a child
- * execution is marked, so a worker may not take such a name.
- */
+/** A worker's id: the lease holder's name (the rule: worker-id.ts). */
 export const WorkerId = (o: { description?: string } = {}) => Type.String({
   minLength: 1,
-  maxLength: 200,
-  pattern: '^(?!execution:)(?!\\s*$)',
-  'x-message': "must be 1 to 200 characters, not blank, and not start with 'execution:'",
+  maxLength: WORKER_ID_MAX,
+  pattern: WORKER_ID_PATTERN,
+  'x-message': WORKER_ID_MESSAGE,
   ...o,
 });
-
-const WORKER_ID = WorkerId();
-/**
- * Why `id` cannot be a worker's id (every claim would be refused with a 400), or undefined: a
- * worker checks its configured id with the rule the server validates with.
- */
-export function workerIdProblem(id: string): string | undefined {
-  return Value.Check(WORKER_ID, id) ? undefined : WORKER_ID['x-message'] as string;
-}
 
 /** Lease length asked for, seconds; the server raises it to 1 and caps it (default 20). */
 export const LeaseSeconds = (o: { description?: string } = {}) =>
