@@ -2,36 +2,17 @@
  * What a CLI start loads. Every `playflow` invocation (help, an API call, a test that spawns one)
  * pays for the modules the command files import at the top, so the heavy ones — the TypeBox
  * contract, the playbook language (ajv, nunjucks), the database driver — are imported inside the
- * actions that need them. A resolve hook registered before the CLI runs records every module it
- * loads.
+ * actions that need them. test/helpers/loaded-modules.ts records every module a start resolves.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLI } from './helpers.js';
-
-const HOOK = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module';
-register('data:text/javascript,' + encodeURIComponent(\`
-export async function resolve(specifier, context, next) {
-  const r = await next(specifier, context);
-  process.stderr.write('LOADED ' + r.url + '\\\\n');
-  return r;
-}\`));
-`)}`;
+import { loadedModules } from '../helpers/loaded-modules.js';
 
 /** The file URLs of the modules `playflow <args>` loaded. */
-function loaded(args: string[]): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--import', HOOK, CLI, ...args], { env: { ...process.env, SERVER_API_URL: '', PLAYFLOW_API_TOKEN: '' }, timeout: 30_000 }, (err, _stdout, stderr) => {
-      const urls = stderr.split('\n').filter((l) => l.startsWith('LOADED ')).map((l) => l.slice(7));
-      if (urls.length === 0) reject(err ?? new Error(`no module recorded: ${stderr}`));
-      else resolve(urls);
-    });
-  });
-}
+const loaded = (args: string[]) => loadedModules([CLI, ...args], { ...process.env, SERVER_API_URL: '', PLAYFLOW_API_TOKEN: '' });
 
 const HEAVY = [/\/node_modules\/@sinclair\/typebox\//, /\/node_modules\/ajv\//, /\/node_modules\/nunjucks\//, /\/node_modules\/pg\//, /\/dist\/playbook\/index\.js$/, /\/dist\/common\/contract\/index\.js$/];
 

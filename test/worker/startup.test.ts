@@ -2,35 +2,19 @@
  * What a worker loads to start (`playflow worker start` imports worker/config.js, then
  * worker/main.js): the tools' heavy libraries wait for the first step that needs them (nodemailer
  * for email, pg for postgres, yaml for YAML files), and the configured id is checked without the
- * schema library. A resolve hook registered before the imports records every module resolved.
+ * schema library (test/helpers/loaded-modules.ts records every module resolved).
  */
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { loadedModules } from '../helpers/loaded-modules.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 
-const HOOK = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module';
-register('data:text/javascript,' + encodeURIComponent(\`
-export async function resolve(specifier, context, next) {
-  const r = await next(specifier, context);
-  process.stderr.write('LOADED ' + r.url + '\\\\n');
-  return r;
-}\`));
-`)}`;
-
+/** The modules resolved by importing what `playflow worker start` imports. */
 function loaded(): Promise<string[]> {
   const dist = (p: string) => pathToFileURL(join(ROOT, 'dist', p)).href;
-  const script = `await import(${JSON.stringify(dist('worker/config.js'))}); await import(${JSON.stringify(dist('worker/main.js'))});`;
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--import', HOOK, '--input-type=module', '-e', script], { timeout: 30_000 }, (err, _stdout, stderr) => {
-      const urls = stderr.split('\n').filter((l) => l.startsWith('LOADED ')).map((l) => l.slice(7));
-      if (err || urls.length === 0) reject(err ?? new Error(`no module recorded: ${stderr}`));
-      else resolve(urls);
-    });
-  });
+  return loadedModules(['--input-type=module', '-e', `await import(${JSON.stringify(dist('worker/config.js'))}); await import(${JSON.stringify(dist('worker/main.js'))});`]);
 }
 
 const DEFERRED = [/\/node_modules\/nodemailer\//, /\/node_modules\/pg\//, /\/node_modules\/yaml\//, /\/node_modules\/@sinclair\/typebox\//, /\/node_modules\/ajv\//];
