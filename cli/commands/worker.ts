@@ -3,7 +3,7 @@
  * model (JetStream notifications, commands claimed through the server). Settings: worker/config.ts.
  */
 import type { Command } from 'commander';
-import { ConfigError, parsePort } from '../../server/config.js';
+import { ConfigError, parsePort } from '../../common/config.js';
 
 interface StartOptions {
   v2?: boolean;
