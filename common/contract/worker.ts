@@ -7,9 +7,9 @@ import type { Tool } from '../../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../../playbook/schema.js';
 import { ErrorBody, Id, IdInput, JsonObject, NullableId, NullableInteger, NullableString, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
 import { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST } from './limits.js';
-import { WORKER_ID_MAX, WORKER_ID_MESSAGE, WORKER_ID_PATTERN, workerIdProblem } from './worker-id.js';
+import { WORKER_ID_MAX, WORKER_ID_MESSAGE, WORKER_ID_PATTERN } from './worker-id.js';
 
-export { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST, workerIdProblem };
+export { CLAIM_NEXT_MAX, MAX_EVENTS_PER_REQUEST };
 
 /**
  * Names only the server and the engine write; a worker may not send them (the event log is the
