@@ -528,6 +528,13 @@ describe('worker runtime against the real server', () => {
       const calls = (await c.getEvents(run.execution_id)).events.filter((e) => e.name === 'call.done');
       expect(calls).toHaveLength(1);
       expect((calls[0].payload as any).error.message).toMatch(/KEYCHAIN|gone/);
+      const queueId = String(rec.claimed.find((x) => x.execution_id === run.execution_id)!.queue_id);
+      // Acked, never nak'ed: a nak would bring the notification back (after the nak delay, waited
+      // out here) as a claim the server refuses with 410, which `claimed` alone would not show.
+      const settled = async () => Object.fromEntries((await rt.metrics.messages.get()).values.map((v) => [v.labels.result, v.value]));
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(await settled()).toEqual({ ack: 1 });
+      expect(rec.refused.filter((x) => x.queue_id === queueId)).toEqual([]);
       expect(rec.claimed.filter((x) => x.execution_id === run.execution_id)).toHaveLength(1);
     } finally {
       await rt.stop();
