@@ -11,6 +11,7 @@
  */
 import { createHmac } from 'node:crypto';
 import pg from 'pg';
+import { zonelessParser } from '../../common/pg-zoneless.js';
 import { guardPool } from '../db.js';
 
 export const SQL_READER_ROLE = 'playflow_sql_reader';
@@ -65,12 +66,21 @@ async function readerUrl(opts: SqlReaderOptions): Promise<string> {
   return u.toString();
 }
 
+/** The driver's parsers, but zone-less dates and timestamps the same on every host (common/pg-zoneless.ts). */
+const TEXT_ARRAY = 1009;
+const READER_TYPES = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    return (format !== 'binary' && zonelessParser(oid, pg.types.getTypeParser(TEXT_ARRAY as never))) || pg.types.getTypeParser(oid, format as 'text');
+  },
+} as pg.CustomTypesConfig;
+
 export async function createSqlReader(opts: SqlReaderOptions): Promise<SqlReader> {
   const pool = guardPool(new pg.Pool({
     connectionString: await readerUrl(opts),
     max: opts.poolSize ?? 2,
     application_name: 'playflow-sql-api',
     connectionTimeoutMillis: 10_000,
+    types: READER_TYPES,
   }));
   try {
     const { rows } = await pool.query(

@@ -167,6 +167,26 @@ describe('POST /api/postgres/execute', () => {
     expect(Date.parse(body.result[0].t)).not.toBeNaN();
   });
 
+  it('zone-less dates and timestamps are the same instants whatever the server\'s time zone', async () => {
+    const query = "SELECT '2024-06-01'::date AS d, '2024-06-01 12:00:00'::timestamp AS ts, '-infinity'::timestamp AS inf, ARRAY['2024-06-01'::date, NULL] AS da";
+    const zone = process.env.TZ;
+    const results: unknown[] = [];
+    try {
+      for (const tz of ['UTC', 'Europe/Berlin', 'America/New_York']) {
+        process.env.TZ = tz;
+        const r = await run({ query });
+        expect(r.statusCode).toBe(200);
+        results.push(r.json().result[0]);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+    expect(results[0]).toEqual({ d: '2024-06-01T00:00:00.000Z', ts: '2024-06-01T12:00:00.000Z', inf: '-infinity', da: ['2024-06-01T00:00:00.000Z', null] });
+    expect(results[1]).toEqual(results[0]);
+    expect(results[2]).toEqual(results[0]);
+  });
+
   it('schema sets the search_path for the transaction', async () => {
     const r = await run({ query: 'SELECT name FROM items ORDER BY id', schema: 'app_s' });
     expect(r.statusCode).toBe(200);

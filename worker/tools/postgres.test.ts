@@ -53,6 +53,30 @@ describe('postgres tool', () => {
     expect(r.rows[0].t).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
 
+  it('zone-less dates and timestamps read the same whatever the worker\'s time zone', async () => {
+    const query = `SELECT '2024-06-01 12:00:00'::timestamp AS ts, '2024-06-01'::date AS d, 'infinity'::timestamp AS inf,
+      ARRAY['2024-06-01 12:00:00.123456'::timestamp, NULL] AS tsa, ARRAY['2024-06-01'::date] AS da, '2024-06-01 12:00:00+02'::timestamptz AS tz`;
+    const zone = process.env.TZ;
+    const rows: unknown[] = [];
+    try {
+      for (const tz of ['UTC', 'America/New_York', 'Europe/Berlin']) {
+        process.env.TZ = tz;
+        const out = await runTool({ kind: 'postgres', auth: 'pg_new', command: query }, ctx);
+        expect(out.error).toBeUndefined();
+        rows.push((out.response as any).rows[0]);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+    expect(rows[0]).toEqual({
+      ts: '2024-06-01T12:00:00.000Z', d: '2024-06-01', inf: 'infinity',
+      tsa: ['2024-06-01T12:00:00.123Z', null], da: ['2024-06-01'], tz: '2024-06-01T10:00:00.000Z',
+    });
+    expect(rows[1]).toEqual(rows[0]);
+    expect(rows[2]).toEqual(rows[0]);
+  });
+
   it('db_* spelling via {type, credential}; inline auth; positional and object args', async () => {
     const ins = await runTool({ kind: 'postgres', auth: { type: 'postgres', credential: 'pg_old' }, command: 'INSERT INTO items(name, qty, doc) VALUES ($1, $2, $3) RETURNING id, name, doc', args: ['apple', 3, { color: 'red' }] }, ctx);
     expect(ins.error).toBeUndefined();

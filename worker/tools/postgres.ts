@@ -22,6 +22,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { zonelessParser } from '../../common/pg-zoneless.js';
 import type { Json, JsonObject, Tool } from '../../playbook/types.js';
 import { loadAuth, pick } from './auth-ref.js';
 import { bigintToJson, decimalToJson, isObject, str, toJson } from './json.js';
@@ -44,15 +45,18 @@ const pools = new Map<string, pg.Pool>();
 
 const INT8 = 20;
 const NUMERIC = 1700;
-const DATE = 1082;
+const TEXT_ARRAY = 1009;
 /** The driver, loaded by the first postgres step: a worker that runs none does not start it. */
 let driver: typeof pg | undefined;
 
 const typeParsers = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8) return (v: string) => bigintToJson(BigInt(v));
-    if (oid === DATE) return (v: string) => v;
     if (oid === NUMERIC) return (v: string) => decimalToJson(v);
+    if (format !== 'binary') {
+      const zoneless = zonelessParser(oid, driver!.types.getTypeParser(TEXT_ARRAY as never), { dateAsText: true });
+      if (zoneless) return zoneless;
+    }
     return driver!.types.getTypeParser(oid, format as any);
   },
 } as pg.CustomTypesConfig;
