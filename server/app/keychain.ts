@@ -123,7 +123,7 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
           execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
           parent_execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
           ttl_seconds: { type: 'integer', minimum: 0, maximum: 315_360_000, description: 'at most 10 years' },
-          expires_at: { type: ['string', 'null'] },
+          expires_at: { type: ['string', 'null'], description: 'ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z; UTC when it names no zone' },
           auto_renew: { type: 'boolean' },
           renew_config: renewConfig,
           schema: jsonObject,

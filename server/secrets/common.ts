@@ -18,6 +18,32 @@ export function iso(d: Date | string | null): string | null {
   return (d instanceof Date ? d : new Date(d)).toISOString();
 }
 
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?)?(Z|[+-]\d{2}:?\d{2})?$/i;
+
+/**
+ * An ISO 8601 timestamp (`2030-01-01T00:00:00Z`, with an offset, or none: the spec's timestamps
+ * are UTC, so a zone-less one is UTC rather than the server's own zone) as a Date; null for
+ * anything else — `Date`'s own parser took "5" for 2001-05-01 and "foo 2020" for 2020-01-01.
+ */
+export function parseUtcTimestamp(value: string): Date | null {
+  const m = ISO_8601.exec(value.trim());
+  if (!m) return null;
+  const [, y, mo, d, h = '00', mi = '00', sec = '00', frac = '', zone] = m;
+  const fields = [Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(sec)] as const;
+  const wall = new Date(Date.UTC(...fields));
+  // Date.UTC rolls 02-30 over to 03-01 and 24:00 to the next day: refuse what it had to move
+  const moved = wall.getUTCFullYear() !== fields[0] || wall.getUTCMonth() !== fields[1] || wall.getUTCDate() !== fields[2]
+    || wall.getUTCHours() !== fields[3] || wall.getUTCMinutes() !== fields[4] || wall.getUTCSeconds() !== fields[5];
+  if (moved) return null;
+  let ms = wall.getTime() + Math.floor(Number(`0${frac || '.0'}`) * 1000);
+  if (zone && zone.toUpperCase() !== 'Z') {
+    const [, sign, oh, om] = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;
+    if (Number(oh) > 23 || Number(om) > 59) return null;
+    ms -= (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om)) * 60_000;
+  }
+  return new Date(ms);
+}
+
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -41,6 +41,36 @@ describe('keychain state table', () => {
     expect(b.ttl_seconds).toBeLessThanOrEqual(600);
   });
 
+  it('expires_at is an ISO 8601 timestamp, UTC when it names no zone (not the server\'s zone)', async () => {
+    const zone = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      for (const [given, stored] of [
+        ['2030-01-01T00:00:00', '2030-01-01T00:00:00.000Z'],
+        ['2030-01-01 00:00', '2030-01-01T00:00:00.000Z'],
+        ['2030-01-01', '2030-01-01T00:00:00.000Z'],
+        ['2030-01-01T02:00:00.5+02:00', '2030-01-01T00:00:00.500Z'],
+        ['2029-12-31T19:00:00-0500', '2030-01-01T00:00:00.000Z'],
+      ]) {
+        const r = await set(1, 'iso_at', { token_data: { v: 1 }, expires_at: given });
+        expect(r.statusCode, given).toBe(200);
+        expect(r.json().expires_at, given).toBe(stored);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
+  it('an expires_at that is not an ISO 8601 timestamp is 400 naming the field, and stores nothing', async () => {
+    for (const given of ['5', 'foo 2020', '2030-02-30T00:00:00Z', '2030-01-01T24:00:00Z', '2030-01-01T00:00:00+25:00', 'tomorrow', 1893456000000]) {
+      const r = await set(1, 'bad_at', { token_data: { v: 1 }, expires_at: given });
+      expect(r.statusCode, String(given)).toBe(400);
+      expect(r.json().error.message, String(given)).toMatch(/expires_at/);
+    }
+    expect(await get(1, 'bad_at')).toMatchObject({ status: 'not_found' });
+  });
+
   it('valid → GET → valid: success body, access_count incremented, accessed_at updated', async () => {
     const a = await get(1, 'api_token');
     expect(Object.keys(a).sort()).toEqual(['access_count', 'accessed_at', 'auto_renew', 'cache_key', 'cache_type', 'catalog_id', 'credential_type',

@@ -12,7 +12,7 @@ import type { Cipher } from '../crypto.js';
 import type { JsonObject } from '../../playbook/types.js';
 import * as store from '../store/keychain.js';
 import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.js';
-import { iso, isPlainObject, optionalId, parseId } from './common.js';
+import { iso, isPlainObject, optionalId, parseId, parseUtcTimestamp } from './common.js';
 import { type Logger, stderrLogger } from '../../common/logger.js';
 import { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList } from '../../common/secrets.js';
 export { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList };
@@ -165,8 +165,8 @@ export class KeychainService {
     }
     let expiresAt: string | null = null;
     if (body.expires_at !== undefined && body.expires_at !== null) {
-      const d = typeof body.expires_at === 'string' || typeof body.expires_at === 'number' ? new Date(body.expires_at) : new Date(NaN);
-      if (Number.isNaN(d.getTime())) throw badRequest('expires_at must be an ISO 8601 timestamp');
+      const d = typeof body.expires_at === 'string' ? parseUtcTimestamp(body.expires_at) : null;
+      if (!d) throw badRequest('expires_at must be an ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z (UTC when it names no zone)', { field: 'expires_at' });
       expiresAt = d.toISOString();
     }
     let ttl = DEFAULT_TTL[scope];
