@@ -41,6 +41,22 @@ describe('migrations', () => {
     expect(t.rows[0].n).toBe('6'); // int8 comes back as a string
   });
 
+  it('keep credential ids within what a JSON number carries exactly (2^53 - 1)', async () => {
+    const d = open();
+    await migrate(d.pool);
+    const insert = (id?: string) => d.pool.query(
+      `INSERT INTO credential (${id ? 'id, ' : ''}name, type, data_enc, key_id) VALUES (${id ? '$2, ' : ''}$1, 'bearer', 'x', 'k') RETURNING id::text AS id`,
+      id ? [`c${id}`, id] : ['c_next']);
+    await expect(insert('9007199254740992')).rejects.toThrow(/credential_id_json_safe/);
+    expect((await insert('9007199254740991')).rows[0].id).toBe('9007199254740991');
+    await d.pool.query(`SELECT setval('credential_id_seq', 9007199254740991)`);
+    await expect(insert()).rejects.toThrow(/reached maximum value/);
+    const { rows } = await d.pool.query('SELECT count(*)::int AS n FROM credential WHERE id > 9007199254740991');
+    expect(rows[0].n).toBe(0);
+    await d.pool.query(`DELETE FROM credential WHERE name LIKE 'c%'`);
+    await d.pool.query(`SELECT setval('credential_id_seq', 1, false)`);
+  });
+
   it('run each file in its own transaction: a failing file leaves nothing behind, earlier files stay', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'pfmig-'));
     await writeFile(path.join(dir, '001_a.sql'), 'CREATE TABLE mig_a (x int);');
