@@ -103,9 +103,15 @@ export class Sweeper {
       const expired = await queue.expiredLeases(this.o.db.pool, batch);
       for (const e of expired) {
         if (this.closing) break;
-        const r = await this.o.executions.reclaimLease(e.queue_id, e.execution_id);
-        if (r === 'requeued') out.requeued++;
-        else if (r === 'failed') out.failed++;
+        // One lease that cannot be reclaimed (its execution cannot be loaded or decided) must not
+        // stop the rest: it heads the next pass's batch as well, so every later one would wait.
+        try {
+          const r = await this.o.executions.reclaimLease(e.queue_id, e.execution_id);
+          if (r === 'requeued') out.requeued++;
+          else if (r === 'failed') out.failed++;
+        } catch (err) {
+          this.failed({ queue_id: e.queue_id, execution_id: e.execution_id, err: String(err) }, 'sweeper: reclaiming an expired lease failed');
+        }
       }
     } catch (err) {
       this.failed({ err: String(err) }, 'sweeper: reclaiming expired leases failed');
