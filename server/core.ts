@@ -47,6 +47,8 @@ export interface ServerCoreConfig {
   /** Extra sweeper tasks (e.g. keychain/vars expiry), built with the core's Db; each runs at most every `intervalMs` (default 10 s). */
   sweeperTasks?: (db: Db) => SweeperTask[];
   sweeperIntervalMs?: number;
+  /** Period of the sweeper's heartbeat of this server's runtime row (default 15 000 ms). */
+  heartbeatMs?: number;
   /** Republish a queued row whose last notification is older than this (default 120 s). */
   republishAfterMs?: number;
   /** false: no sweeper (tests drive `core.sweeper.tick()` themselves). Default true. */
@@ -164,7 +166,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   };
   const sweeper = new Sweeper({
     db, executions, outbox, runtime, serverName, logger: log,
-    intervalMs: config.sweeperIntervalMs, republishAfterMs: config.republishAfterMs,
+    intervalMs: config.sweeperIntervalMs, republishAfterMs: config.republishAfterMs, heartbeatMs: config.heartbeatMs,
     tasks: [
       ...(config.sweeperTasks?.(db) ?? []),
       ...(config.retentionDays ? [{ name: 'retention', intervalMs: 60_000, run: () => sweepRetention(db.pool, config.retentionDays!) }] : []),

@@ -13,7 +13,7 @@ import { MemoryBroker } from '../../common/broker/memory.js';
 import type { BrokerMessage } from '../../common/broker/types.js';
 import { createServerCore, type ServerCore } from '../core.js';
 import { Outbox } from './outbox.js';
-import { silentLogger } from '../../common/logger.js';
+import { silentLogger, type Logger } from '../../common/logger.js';
 import type { Db } from '../db.js';
 import { chainPlaybook, runWorker, terminal, testCore, testDatabase } from './testkit.js';
 
@@ -111,8 +111,19 @@ describe('outbox and sweeper', () => {
       await broker.close();
 
       // a mark that fails is logged and the publish still returns what went out
-      const failing = new Outbox({ ...down.db, pool: { query: async () => { throw new Error('database gone'); } } } as unknown as Db, new MemoryBroker(), 'http://playflow.test', silentLogger);
+      const logged: Array<{ level: string; obj: object; msg?: string }> = [];
+      const recording: Logger = {
+        debug: (obj, msg) => void logged.push({ level: 'debug', obj, msg }),
+        info: (obj, msg) => void logged.push({ level: 'info', obj, msg }),
+        warn: (obj, msg) => void logged.push({ level: 'warn', obj, msg }),
+        error: (obj, msg) => void logged.push({ level: 'error', obj, msg }),
+      };
+      const failing = new Outbox({ ...down.db, pool: { query: async () => { throw new Error('database gone'); } } } as unknown as Db, new MemoryBroker(), 'http://playflow.test', recording);
       expect(await failing.publish([rows[0]])).toEqual([rows[0].queue_id]);
+      const problems = logged.filter((l) => l.level === 'warn' || l.level === 'error');
+      expect(problems).toHaveLength(1);
+      expect(problems[0].msg).toMatch(/published_at/);
+      expect(problems[0].obj).toMatchObject({ err: expect.stringContaining('database gone') });
     } finally {
       await down.stop();
     }
@@ -325,7 +336,7 @@ workflow:
   it('the sweeper loop runs by itself and heartbeats the server runtime row', async () => {
     let taskRuns = 0;
     const core = await testCore(tdb.url, {
-      serverName: 'looping', sweeper: true, sweeperIntervalMs: 50,
+      serverName: 'looping', sweeper: true, sweeperIntervalMs: 50, heartbeatMs: 100,
       sweeperTasks: () => [
         { name: 'failing', intervalMs: 0, run: async () => { throw new Error('task failed'); } },
         { name: 'counting', intervalMs: 0, run: async () => { taskRuns++; } },
@@ -342,6 +353,9 @@ workflow:
       m.ack();
       const { rows: [after] } = await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`);
       expect(new Date(after.last_heartbeat).getTime()).toBeGreaterThanOrEqual(new Date(before.last_heartbeat).getTime());
+      // the loop beats again by itself (register() set the value read before; a beat every 100 ms here)
+      const beat = async () => (await core.db.pool.query(`SELECT last_heartbeat FROM runtime WHERE kind = 'server' AND name = 'looping'`)).rows[0].last_heartbeat;
+      await expect.poll(async () => new Date(await beat()).getTime(), { timeout: 5000, interval: 50 }).toBeGreaterThan(new Date(before.last_heartbeat).getTime());
       expect(taskRuns).toBeGreaterThan(0); // extra tasks run, a failing one does not stop the others
       await core.deps.executions.cancel(run.execution_id);
     } finally {

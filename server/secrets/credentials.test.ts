@@ -167,6 +167,8 @@ describe('GET /api/credentials/{identifier}', () => {
 
   it('an update drops cached copies of the old data', async () => {
     await get('/api/credentials/enc?include_data=true');
+    // the read cached a copy: there is something for the update to drop
+    expect((await h.db.pool.query(`SELECT 1 FROM auth_cache WHERE credential_name = 'enc'`)).rowCount).toBe(1);
     await post({ name: 'enc', type: 'api_key', data: { api_key: 'CANARY-rotated' } });
     expect((await h.db.pool.query(`SELECT 1 FROM auth_cache WHERE credential_name = 'enc'`)).rowCount).toBe(0);
   });

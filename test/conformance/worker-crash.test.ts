@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { startHarness, type Harness } from './harness.js';
 
 /** A python call that records which worker ran it (its pid) in a marker file, then takes 3 s. */
@@ -93,17 +93,40 @@ describe('worker crash', () => {
     // A duplicate notification of the finished command (as a broker redelivery would bring) is
     // acknowledged without running anything.
     const queue = await h.server.core.deps.db.pool.query('SELECT queue_id::text AS queue_id FROM queue WHERE execution_id = $1', [executionId]);
+    const rowsNow = `SELECT queue_id, status, attempts, worker_id FROM queue WHERE execution_id = $1 ORDER BY queue_id`;
+    const rowsBefore = (await h.server.core.deps.db.pool.query(rowsNow, [executionId])).rows;
     const nc = await connect({ servers: h.env.BROKER_URL });
     try {
       const js = jetstream(nc);
+      const jsm = await jetstreamManager(nc);
+      /** The workers' consumer once nothing in it waits for delivery or for an ack. */
+      const settled = async () => {
+        const ci = await jsm.consumers.info(h.env.BROKER_STREAM!, h.env.BROKER_CONSUMER!);
+        return ci.num_pending === 0 && ci.num_ack_pending === 0 ? ci : undefined;
+      };
+      // Earlier notifications settled first (the killed worker's unacked one comes back after the
+      // ack wait), so every delivery counted below is a duplicate's.
+      const before = await until('the earlier notifications to be settled', settled);
+      let last = 0;
       for (const row of queue.rows) {
-        await js.publish(h.env.BROKER_SUBJECT!, JSON.stringify({ execution_id: executionId, queue_id: row.queue_id, step: 'start', server_url: h.url }));
+        last = (await js.publish(h.env.BROKER_SUBJECT!, JSON.stringify({ execution_id: executionId, queue_id: row.queue_id, step: 'start', server_url: h.url }))).seq;
       }
+      // The worker took every duplicate and settled it: the ack floor passed the last one and
+      // nothing waits. (A claimed command is acked only after its run, so a duplicate that ran
+      // has written the marker by now.)
+      const after = await until('the duplicate notifications to be delivered and settled', async () => {
+        const ci = await settled();
+        return ci && ci.ack_floor.stream_seq >= last ? ci : undefined;
+      }, 30_000);
+      // each delivered once and acked, none handed back for redelivery (a nak) or dropped after max deliveries
+      expect(after.delivered.consumer_seq - before.delivered.consumer_seq).toBe(queue.rows.length);
     } finally {
       await nc.close();
     }
     await new Promise((r) => setTimeout(r, 1500));
     expect(readFileSync(marker, 'utf8').trim().split('\n').length).toBe(2);
+    // nothing was claimed either: the queue rows are as they were
+    expect((await h.server.core.deps.db.pool.query(rowsNow, [executionId])).rows).toEqual(rowsBefore);
     const after = JSON.parse((await h.cli(['execution', 'status', executionId, '--output', 'json'])).stdout);
     expect(after.status).toBe('completed');
   }, 150_000);

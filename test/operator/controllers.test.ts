@@ -93,8 +93,12 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     expect(content).toContain('path: pb/hello');
 
     // change → new version
+    /** Reconciliations the playbook controller finished (op.metrics). */
+    const reconciled = async () => (await op.metrics.reconciles.get()).values.filter((v) => v.labels.controller === 'playbook').reduce((n, v) => n + v.value, 0);
+    const beforeChange = await reconciled();
     kube.putObject('playbooks', { ...ready, spec: { ...ready.spec, workload: { who: 'k8s' } } });
     await eventually(() => expect(kube.getObject('playbooks', ns, 'hello')!.status).toMatchObject({ catalogVersion: 2, observedGeneration: 2 }));
+    await eventually(async () => expect(await reconciled()).toBeGreaterThan(beforeChange));
 
     // same spec again (labels only, a resync, a re-apply) → no registration
     const posts = () => stub.calls.filter((c) => c === 'POST /api/catalog/playbook').length;
@@ -103,6 +107,14 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     kube.putObject('playbooks', { ...cur, metadata: { ...cur.metadata, labels: { team: 'a' } } });
     kube.putObject('playbooks', { ...cur, spec: structuredClone(cur.spec) });
     await sleep(400);
+    expect(posts()).toBe(before);
+    expect(stub.catalog.get('pb/hello')).toHaveLength(2);
+    // the controller does reconcile the re-applied object (a resync once the informer holds it),
+    // and registers nothing
+    await eventually(() => expect(op.informers[0]!.playbooks.get(ns, 'hello')?.metadata.labels).toEqual({ team: 'a' }));
+    const beforeResync = await reconciled();
+    await op.informers[0]!.playbooks.resync();
+    await eventually(async () => expect(await reconciled()).toBeGreaterThan(beforeResync));
     expect(posts()).toBe(before);
     expect(stub.catalog.get('pb/hello')).toHaveLength(2);
 
@@ -121,6 +133,13 @@ describe('operator controllers (fake API server + stub Playflow server)', { time
     await sleep(500);
     expect(posts()).toBe(afterInvalid);
     await eventually(() => expect(eventsFor(kube, ns, 'hello').map((e) => e.reason)).toContain('InvalidPlaybook'));
+    // a reconcile of the unchanged invalid spec (a resync, once the informer holds the Invalid
+    // status) sends nothing either
+    await eventually(() => expect(condition(op.informers[0]!.playbooks.get(ns, 'hello'), 'Valid')?.status).toBe('False'));
+    const beforeInvalidResync = await reconciled();
+    await op.informers[0]!.playbooks.resync();
+    await eventually(async () => expect(await reconciled()).toBeGreaterThan(beforeInvalidResync));
+    expect(posts()).toBe(afterInvalid);
 
     // fix it, then delete (deletionPolicy Delete; the default Retain is tested below) → removed
     // from the catalog, finalizer released, object gone

@@ -24,6 +24,8 @@ import { startServer, type RunningServer } from '../../server/main.js';
 import { createLogger } from '../../common/logger.js';
 import type { ServerCore } from '../../server/core.js';
 import type { Ended } from '../../server/executions/waiters.js';
+import { notifyEndedSql } from '../../server/store/executions.js';
+import { recordQueries } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 
 let h: Harness;
@@ -141,8 +143,15 @@ describe('wait on the run routes and GET /api/execution/{id}', () => {
       original!(id, ended);
     };
     try {
-      const r = await api(h.url, 'POST', '/api/run/playbook?wait=60', { path: 'wait/chain3', payload: { n: 1 } });
+      // every statement this process (server A, server B) sends while the run request is open
+      const { value: r, sent } = await recordQueries(() => api(h.url, 'POST', '/api/run/playbook?wait=60', { path: 'wait/chain3', payload: { n: 1 } }));
       expect(r.body).toMatchObject({ status: 'completed', result: { value: 5 } });
+      // a read of the execution's row: the named reads of store/executions.ts, or such a SELECT sent whole
+      const readsRow = (q: string) => /^playflow\.execution_(outcome|get|with_last_seq)$/.test(q) || /\bFROM execution( e)? WHERE (e\.)?execution_id = \$1/.test(q);
+      const end = sent.findIndex((q) => q.includes(notifyEndedSql(r.body.execution_id)));
+      expect(end).toBeGreaterThan(-1); // the statement that ended it (its NOTIFY) was recorded
+      expect(sent.slice(0, end).filter(readsRow)).toContain('playflow.execution_outcome'); // the wait's first read, before the end
+      expect(sent.slice(end + 1).filter(readsRow)).toEqual([]); // and none after it
       const ended = handed.get(r.body.execution_id);
       expect(ended).toBeDefined();
       const g = await api(h.url, 'GET', `/api/execution/${r.body.execution_id}`);

@@ -8,6 +8,8 @@ import { credentialTable, json, makeCtx, startHttpServer, startHttpsServer, type
 
 let srv: LocalServer;
 let tls: LocalServer & { cert: string };
+/** Requests that reached the `/slow` route (either server). */
+let slowHits = 0;
 
 beforeAll(async () => {
   const handler = (req: { method: string; url: string; headers: Record<string, unknown>; body: string }, res: import('node:http').ServerResponse) => {
@@ -17,7 +19,7 @@ beforeAll(async () => {
     if (u.pathname === '/text') { res.writeHead(200, { 'content-type': 'text/plain' }); return res.end('hello'); }
     if (u.pathname === '/problem') return json(res, 503, { detail: 'down' }, { 'content-type': 'application/problem+json' });
     if (u.pathname === '/missing') { res.writeHead(404, { 'content-type': 'text/plain' }); return res.end('nope'); }
-    if (u.pathname === '/slow') { setTimeout(() => json(res, 200, {}), 3000); return; }
+    if (u.pathname === '/slow') { slowHits++; setTimeout(() => json(res, 200, {}), 3000); return; }
     if (u.pathname === '/empty') { res.writeHead(204); return res.end(); }
     if (u.pathname === '/moved') { res.writeHead(302, { location: '/echo?moved=1' }); return res.end(); }
     if (u.pathname === '/bin') { res.writeHead(200, { 'content-type': 'image/png' }); return res.end(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff, 0x00])); }
@@ -110,12 +112,18 @@ describe('http tool', () => {
   it('a cancelled call (the worker aborting it) ends at once as cancelled, not as a timeout; an already cancelled one never starts', async () => {
     const ac = new AbortController();
     const t0 = Date.now();
+    const hits0 = slowHits;
     setTimeout(() => ac.abort(new Error('lease lost')), 150);
     const out = await runTool({ kind: 'http', endpoint: `${srv.url}/slow`, timeout: 10 }, makeCtx({ signal: ac.signal }));
     expect(out.error?.code).toBe('cancelled');
     expect(Date.now() - t0).toBeLessThan(2000);
+    expect(slowHits).toBe(hits0 + 1); // the call cancelled in flight did reach the server: hits are counted
     const before = await runTool({ kind: 'http', endpoint: `${srv.url}/slow`, timeout: 10 }, makeCtx({ signal: ac.signal }));
     expect(before.error?.code).toBe('cancelled');
+    // never started: no request reached the server, not even one sent and dropped at once (which
+    // would arrive a moment after the call returned; a local request takes well under 200 ms)
+    await new Promise((r) => setTimeout(r, 200));
+    expect(slowHits).toBe(hits0 + 1);
   });
 
   it('verify: true rejects a self-signed certificate, verify: false accepts it', async () => {
