@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DATE_OID, TIMESTAMP_OID, zonelessAsUtc, zonelessParser } from './pg-zoneless.js';
+import { DATE_OID, TIMESTAMP_OID, zonelessAsUtc, zonelessParser, type DriverTypes } from './pg-zoneless.js';
 
 describe('zone-less PostgreSQL dates and timestamps', () => {
   it('reads them as UTC instants', () => {
@@ -16,11 +16,13 @@ describe('zone-less PostgreSQL dates and timestamps', () => {
 
   it('gives parsers for the zone-less types and their arrays only', () => {
     const textArray = (t: string) => t.slice(1, -1).split(',').map((v) => (v === 'NULL' ? null : v.replace(/"/g, '')));
-    expect(zonelessParser(DATE_OID, textArray)!('2024-06-01')).toBe('2024-06-01T00:00:00.000Z');
-    expect(zonelessParser(DATE_OID, textArray, { dateAsText: true })!('2024-06-01')).toBe('2024-06-01');
-    expect(zonelessParser(TIMESTAMP_OID, textArray, { dateAsText: true })!('2024-06-01 01:02:03')).toBe('2024-06-01T01:02:03.000Z');
-    expect(zonelessParser(1115, textArray)!('{"2024-06-01 01:02:03",NULL}')).toEqual(['2024-06-01T01:02:03.000Z', null]);
-    expect(zonelessParser(1182, textArray, { dateAsText: true })!('{2024-06-01}')).toEqual(['2024-06-01']);
-    for (const other of [25, 1184, 1185, 20, 1700]) expect(zonelessParser(other, textArray)).toBeUndefined();
+    const types = { getTypeParser: (oid: number) => (oid === 1009 ? textArray : () => { throw new Error(`no parser for ${oid}`); }) } as unknown as DriverTypes;
+    expect(zonelessParser(DATE_OID, 'text', types)!('2024-06-01')).toBe('2024-06-01T00:00:00.000Z');
+    expect(zonelessParser(DATE_OID, 'text', types, { dateAsText: true })!('2024-06-01')).toBe('2024-06-01');
+    expect(zonelessParser(TIMESTAMP_OID, 'text', types, { dateAsText: true })!('2024-06-01 01:02:03')).toBe('2024-06-01T01:02:03.000Z');
+    expect(zonelessParser(1115, 'text', types)!('{"2024-06-01 01:02:03",NULL}')).toEqual(['2024-06-01T01:02:03.000Z', null]);
+    expect(zonelessParser(1182, 'text', types, { dateAsText: true })!('{2024-06-01}')).toEqual(['2024-06-01']);
+    for (const other of [25, 1184, 1185, 20, 1700]) expect(zonelessParser(other, 'text', types)).toBeUndefined();
+    expect(zonelessParser(TIMESTAMP_OID, 'binary', types)).toBeUndefined();
   });
 });

@@ -23,14 +23,26 @@ export function zonelessAsUtc(text: string): string {
 
 type Parser = (text: string) => unknown;
 
+/** The driver's type registry (`pg.types`): where the text[] parser of the arrays comes from. */
+export interface DriverTypes {
+  getTypeParser(oid: never, format?: never): Parser;
+}
+
+/** text[]: an array's elements as text, NULLs as null (the driver's own array parser). */
+const TEXT_ARRAY_OID = 1009;
+
 /**
- * The parser of a zone-less type and of its arrays (through the driver's text[] parser), or
- * undefined for every other type. `dateAsText`: a `date` stays `2024-06-01` (the postgres tool's
- * answer for a date column); otherwise it is that day's midnight UTC.
+ * The parser of a zone-less type or of its arrays in text format, or undefined for every other
+ * type and for binary. `dateAsText`: a `date` stays `2024-06-01` (the postgres tool's answer for
+ * a date column); otherwise it is that day's midnight UTC.
  */
-export function zonelessParser(oid: number, textArray: (text: string) => Array<string | null>, opts: { dateAsText?: boolean } = {}): Parser | undefined {
+export function zonelessParser(oid: number, format: string | undefined, types: DriverTypes, opts: { dateAsText?: boolean } = {}): Parser | undefined {
+  if (format === 'binary') return undefined;
   const date = opts.dateAsText ? (text: string) => text : zonelessAsUtc;
-  const each = (one: (text: string) => string) => (text: string) => textArray(text).map((v) => (v === null ? null : one(v)));
+  const each = (one: (text: string) => string) => {
+    const textArray = types.getTypeParser(TEXT_ARRAY_OID as never) as (text: string) => Array<string | null>;
+    return (text: string) => textArray(text).map((v) => (v === null ? null : one(v)));
+  };
   switch (oid) {
     case DATE_OID: return date;
     case TIMESTAMP_OID: return zonelessAsUtc;

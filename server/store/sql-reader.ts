@@ -67,10 +67,9 @@ async function readerUrl(opts: SqlReaderOptions): Promise<string> {
 }
 
 /** The driver's parsers, but zone-less dates and timestamps the same on every host (common/pg-zoneless.ts). */
-const TEXT_ARRAY = 1009;
 const READER_TYPES = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
-    return (format !== 'binary' && zonelessParser(oid, pg.types.getTypeParser(TEXT_ARRAY as never))) || pg.types.getTypeParser(oid, format as 'text');
+    return zonelessParser(oid, format, pg.types) ?? pg.types.getTypeParser(oid, format as 'text');
   },
 } as pg.CustomTypesConfig;
 

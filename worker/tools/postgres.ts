@@ -45,7 +45,6 @@ const pools = new Map<string, pg.Pool>();
 
 const INT8 = 20;
 const NUMERIC = 1700;
-const TEXT_ARRAY = 1009;
 /** The driver, loaded by the first postgres step: a worker that runs none does not start it. */
 let driver: typeof pg | undefined;
 
@@ -53,11 +52,7 @@ const typeParsers = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8) return (v: string) => bigintToJson(BigInt(v));
     if (oid === NUMERIC) return (v: string) => decimalToJson(v);
-    if (format !== 'binary') {
-      const zoneless = zonelessParser(oid, driver!.types.getTypeParser(TEXT_ARRAY as never), { dateAsText: true });
-      if (zoneless) return zoneless;
-    }
-    return driver!.types.getTypeParser(oid, format as any);
+    return zonelessParser(oid, format, driver!.types, { dateAsText: true }) ?? driver!.types.getTypeParser(oid, format as any);
   },
 } as pg.CustomTypesConfig;
 
