@@ -62,8 +62,18 @@ export class ScheduleTicker {
 
   /** One pass: due schedules, then ticks whose start was lost. */
   async pass(): Promise<void> {
-    for (const d of await store.due(this.o.db.pool, 100)) await this.fire(d.schedule_id, d.next_run);
-    for (const u of await store.unstarted(this.o.db.pool, 30, 20)) await this.recover(u.schedule_id, u.tick);
+    // one schedule that cannot be decided must not hold back the others due after it
+    for (const d of await store.due(this.o.db.pool, 100)) {
+      await this.fire(d.schedule_id, d.next_run).catch((err) => this.failed(err, 'a due schedule could not be decided', { schedule_id: d.schedule_id }));
+    }
+    for (const u of await store.unstarted(this.o.db.pool, 30, 20)) {
+      await this.recover(u.schedule_id, u.tick).catch((err) => this.failed(err, 'a lost tick could not be started', { schedule_id: u.schedule_id, tick: u.tick.toISOString() }));
+    }
+  }
+
+  private failed(err: unknown, msg: string, fields: object): void {
+    this.stats.failed++;
+    this.o.logger.warn({ ...fields, err: String(err) }, msg);
   }
 
   private async fire(scheduleId: string, expected: Date): Promise<void> {
@@ -84,7 +94,7 @@ export class ScheduleTicker {
       const late = s.starting_deadline_seconds !== null && now.getTime() - latest.getTime() > s.starting_deadline_seconds * 1000;
       const missed = ticks.length > 1 || late;
       const fire = missed ? (s.missed_runs === 'RunOnce' && !late ? latest : null) : latest;
-      const rows: Array<{ tick: Date; outcome: ScheduleTickView['outcome']; reason?: string }> = [];
+      let rows: Array<{ tick: Date; outcome: ScheduleTickView['outcome']; reason?: string }> = [];
       let open: string[] = [];
       for (const t of ticks) {
         if (t !== fire) {
@@ -95,7 +105,10 @@ export class ScheduleTicker {
         if (s.concurrency_policy === 'Forbid' && open.length) rows.push({ tick: t, outcome: 'skipped', reason: `Forbid: execution ${open.join(', ')} still running` });
         else rows.push({ tick: t, outcome: 'started', reason: missed ? `RunOnce for ${ticks.length - 1 + Math.max(0, dropped)} missed tick(s)` : undefined });
       }
-      if (!(await store.recordTicks(client, scheduleId, rows))) throw new Error(`schedule ${s.name}: a tick was already recorded`);
+      const recorded = await store.recordTicks(client, scheduleId, rows);
+      const already = rows.filter((r) => !recorded.has(r.tick.getTime()));
+      if (already.length) this.o.logger.info({ schedule: s.name, ticks: already.map((r) => r.tick.toISOString()) }, 'schedule ticks already decided; left as they are');
+      rows = rows.filter((r) => recorded.has(r.tick.getTime()));
       await store.advance(client, scheduleId, nextTick(cron, now), fire);
       const started = rows.find((r) => r.outcome === 'started');
       for (const r of rows) this.stats[r.outcome === 'started' ? 'started' : r.outcome === 'skipped' ? 'skipped' : 'missed']++;

@@ -92,15 +92,20 @@ export async function advance(q: Queryable, scheduleId: string, nextRun: Date | 
     'UPDATE schedule SET next_run = $2, last_run = COALESCE($3, last_run) WHERE schedule_id = $1', [scheduleId, nextRun, lastRun]);
 }
 
-/** Records decided ticks; false when one was already recorded (it was decided elsewhere). */
-export async function recordTicks(q: Queryable, scheduleId: string, ticks: Array<{ tick: Date; outcome: ScheduleTickView['outcome']; reason?: string }>): Promise<boolean> {
-  if (ticks.length === 0) return true;
-  const { rowCount } = await q.query(
+/**
+ * Records decided ticks; returns the ticks it recorded. One recorded already was decided before
+ * (by another replica, or under a next_run set back onto it by a replica whose clock is behind)
+ * and is left as it is.
+ */
+export async function recordTicks(q: Queryable, scheduleId: string, ticks: Array<{ tick: Date; outcome: ScheduleTickView['outcome']; reason?: string }>): Promise<Set<number>> {
+  if (ticks.length === 0) return new Set();
+  const { rows } = await q.query<{ tick: Date }>(
     `INSERT INTO schedule_tick (schedule_id, tick, outcome, reason)
      SELECT $1, t.tick, t.outcome, t.reason FROM jsonb_to_recordset($2::jsonb) AS t(tick timestamptz, outcome text, reason text)
-     ON CONFLICT DO NOTHING`,
+     ON CONFLICT DO NOTHING
+     RETURNING tick`,
     [scheduleId, JSON.stringify(ticks.map((t) => ({ tick: t.tick.toISOString(), outcome: t.outcome, reason: t.reason ?? null })))]);
-  return rowCount === ticks.length;
+  return new Set(rows.map((r) => r.tick.getTime()));
 }
 
 export async function tickStarted(q: Queryable, scheduleId: string, tick: Date, executionId: string): Promise<void> {
