@@ -100,11 +100,12 @@ export async function listWhere(q: Queryable, executionId: string, f: { after: n
 }
 
 export async function loadSnapshot<S>(q: Queryable, executionId: string): Promise<{ seq: number; state: S } | null> {
-  // execution_state: written by an older version (flat loop lists), still read; the newer wins
+  // execution_state: written by an older version (flat loop lists), still read; the newer wins,
+  // and at the same seq the current layout (its values beside it are read only for that one)
   const { rows } = await q.query<{ seq: number; state: S; current: boolean }>(
     `SELECT seq, state, true AS current FROM execution_snapshot WHERE execution_id = $1
      UNION ALL SELECT seq, state, false FROM execution_state WHERE execution_id = $1
-     ORDER BY seq DESC LIMIT 1`, [executionId]);
+     ORDER BY seq DESC, current DESC LIMIT 1`, [executionId]);
   const snap = rows[0];
   if (!snap) return null;
   if (snap.current) {

@@ -1,0 +1,40 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
+import { createDb, type ClosableDb } from '../db.js';
+import { migrate } from './migrate.js';
+import { loadSnapshot } from './events.js';
+
+let tdb: TestDatabase;
+let db: ClosableDb;
+beforeAll(async () => {
+  tdb = await createTestDatabase('pf_snapshot');
+  db = createDb(tdb.url, { max: 2 });
+  await migrate(db.pool);
+});
+afterAll(async () => {
+  await db?.close();
+  await tdb?.drop();
+});
+
+async function execution(): Promise<string> {
+  const { rows: [cat] } = await db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/' || gen_random_uuid(), 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
+  const { rows: [x] } = await db.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 't/x', 1, 0) RETURNING execution_id::text AS id`, [cat.id]);
+  return x.id;
+}
+
+describe('loadSnapshot', () => {
+  it('the newer snapshot wins, whichever layout holds it; at the same seq the current layout, with its values put back', async () => {
+    const id = await execution();
+    await db.pool.query(`INSERT INTO execution_state (execution_id, seq, state) VALUES ($1, 7, '{"layout": "old", "result": 1}')`, [id]);
+    await db.pool.query(`INSERT INTO execution_snapshot (execution_id, seq, state) VALUES ($1, 6, '{"layout": "current"}')`, [id]);
+    await db.pool.query(`INSERT INTO execution_snapshot_value (execution_id, path, value) VALUES ($1, '["result"]', '{"big": true}')`, [id]);
+    expect(await loadSnapshot(db.pool, id)).toEqual({ seq: 7, state: { layout: 'old', result: 1 } });
+
+    // both at seq 7, in every order of the rows on disk
+    for (let i = 0; i < 5; i++) {
+      await db.pool.query('UPDATE execution_snapshot SET seq = 7 WHERE execution_id = $1', [id]);
+      await db.pool.query('UPDATE execution_state SET seq = 7 WHERE execution_id = $1', [id]);
+      expect(await loadSnapshot(db.pool, id)).toEqual({ seq: 7, state: { layout: 'current', result: { big: true } } });
+    }
+  });
+});
