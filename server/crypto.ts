@@ -206,7 +206,9 @@ export async function reencryptAll(
         );
         for (const row of rows) {
           const sealed = cipher.encrypt(cipher.decrypt(row.data_enc, purpose), purpose);
-          await client.query(`UPDATE ${table} SET data_enc = $1, key_id = $2 WHERE ${pk}::text = $3`, [sealed, cipher.current.id, row.pk]);
+          // $3 takes the key column's type, so the primary key's index finds the row (a cast of
+          // the column instead scanned the table once per row: 20,000 credentials took 70 s)
+          await client.query(`UPDATE ${table} SET data_enc = $1, key_id = $2 WHERE ${pk} = $3`, [sealed, cipher.current.id, row.pk]);
         }
         await client.query('COMMIT');
         n = rows.length;
