@@ -5,7 +5,7 @@
  * own way. These functions only decide: the Builder records their effects in `action_completed`
  * and issues the follow-up call, so the chain's state changes through the reducer alone.
  */
-import type { Json, JsonObject, RetryThen, Step, Tool } from '../../playbook/types.js';
+import type { Json, JsonObject, RetryPolicy, RetryThen, Step, Tool } from '../../playbook/types.js';
 import { getPath } from './context.js';
 import { cond, render, renderTool } from './render.js';
 import { combine, isObject, type Chain, type CollectMode, type CommandRecord, type Effects, type RunState } from './state.js';
@@ -146,8 +146,9 @@ export function legacyPage(def: Step, c: CallView, ok: boolean): ChainStep {
 }
 
 /**
- * Unified retry policies: the first whose `when` holds retries an error (backoff) or, on
- * success, collects the page, sinks it and asks for the next one (polling, pagination).
+ * Unified retry policies: the first that handles the call's outcome (`handles`) and whose `when`
+ * holds retries an error (backoff) or, on success, collects the page, sinks it and asks for the
+ * next one (polling, pagination).
  */
 export function retryPolicies(def: Step, c: CallView, ok: boolean, random: () => number): ChainStep {
   const { rec, chain, key } = c;
@@ -155,7 +156,7 @@ export function retryPolicies(def: Step, c: CallView, ok: boolean, random: () =>
   const policies = def.retry ?? [];
   if (!policies.length) return out;
   const pctx = c.ctx(chain.pages);
-  const i = policies.findIndex((p, k) => cond(p.when, pctx, `retry[${k}].when`));
+  const i = policies.findIndex((p, k) => handles(p, ok) && cond(p.when, pctx, `retry[${k}].when`));
   if (i < 0) {
     if (!ok) return out;
     // the last page of a paginated chain is collected (and sunk) like the others
@@ -212,9 +213,34 @@ function sinkOf(then: RetryThen): Tool | undefined {
 
 /**
  * The policy that collects a last page no `when` matched, when the chain did not name one: the
- * first collecting policy whose `when` does not read `error` (a success-side policy).
+ * first collecting policy that handles successful results.
  */
 function firstCollectPolicy(def: Step): number | undefined {
-  const i = (def.retry ?? []).findIndex((p) => p.then.collect && !/(?<![\w.])error\b/.test(String(p.when).replace(/'[^']*'|"[^"]*"/g, "''")));
+  const i = (def.retry ?? []).findIndex((p) => p.then.collect && handles(p, true));
   return i >= 0 ? i : undefined;
+}
+
+type Side = 'error' | 'response' | 'either';
+const sides = new WeakMap<object, Side>();
+const LITERALS = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g;
+const ERROR_REFS = /(?<![\w.])error\b|\bevent\.payload\.error\b/;
+const RESPONSE_REFS = /(?<![\w.])(response|page|pages|result)\b|\bevent\.payload\.response\b/;
+
+/**
+ * Whether a policy handles this outcome. Spec ("Unified retry"): policies whose condition
+ * concerns `error` handle failures, those whose condition concerns `response` handle successful
+ * results. Without the split, `error.status != 404` (true when there is no error) re-sent every
+ * successful call as a "next page", and a polling condition retried failures. A condition reading
+ * both, or neither (`_retry.index < 5`), is tried on either outcome.
+ */
+function handles(policy: RetryPolicy, ok: boolean): boolean {
+  let side = sides.get(policy);
+  if (side === undefined) {
+    const code = String(policy.when).replace(LITERALS, "''");
+    const onError = ERROR_REFS.test(code);
+    const onResponse = RESPONSE_REFS.test(code);
+    side = onError === onResponse ? 'either' : onError ? 'error' : 'response';
+    sides.set(policy, side);
+  }
+  return side === 'either' || side === (ok ? 'response' : 'error');
 }

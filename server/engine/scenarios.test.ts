@@ -1115,6 +1115,59 @@ workflow:
     check: (r) => expect(String((r.state.steps.s.error as JsonObject).message)).toContain('Retry attempts exhausted (2)'),
   },
   {
+    name: 'an error-side policy whose condition holds without an error never re-sends a successful call',
+    yaml: `
+workflow:
+  - step: s
+    tool: {kind: http, method: POST, url: "http://api/orders", json: {item: 1}}
+    retry:
+      - when: "{{ error.status != 404 }}"
+        then: {max_attempts: 3, initial_delay: 0}
+      - when: "{{ not event.payload.error }}"
+        then: {max_attempts: 3, initial_delay: 0}
+`,
+    worker: () => ok({ id: 7 }),
+    status: 'completed',
+    calls: ['s#1'],
+    result: env({ id: 7 }),
+  },
+  {
+    name: 'a response-side policy never retries a failure: the step fails with the call error',
+    yaml: `
+workflow:
+  - step: job
+    tool: {kind: http, method: GET, url: "http://api/job"}
+    retry:
+      - when: "{{ response.data.state != 'done' }}"
+        then: {max_attempts: 4, initial_delay: 1}
+`,
+    worker: () => httpError(500),
+    status: 'failed',
+    calls: ['job#1'],
+    check: (r) => expect(String((r.state.steps.job.error as JsonObject).message)).not.toContain('Retry attempts exhausted'),
+  },
+  {
+    name: 'a policy reading both error and response, or neither, is tried on either outcome',
+    yaml: `
+workflow:
+  - step: both
+    tool: {kind: http, method: GET, url: "http://api/both"}
+    retry:
+      - when: "{{ error is defined or response.data.state != 'done' }}"
+        then: {max_attempts: 5, initial_delay: 0}
+    next: [neither]
+  - step: neither
+    tool: {kind: http, method: GET, url: "http://api/neither"}
+    retry:
+      - when: "{{ _retry.index < 3 }}"
+        then: {max_attempts: 5, initial_delay: 0}
+`,
+    worker: ({ cmd, n }) => (cmd.step === 'both' ? (n === 0 ? httpError(500) : n === 1 ? ok({ state: 'running' }) : ok({ state: 'done' })) : n === 0 ? httpError(500) : ok({ n })),
+    status: 'completed',
+    // both: the error is retried, `running` polled again, `done` ends it; neither: the same by _retry.index
+    calls: ['both#1', 'both#1@2', 'both#2', 'neither#1', 'neither#1@2', 'neither#2', 'neither#3'],
+  },
+  {
     name: 'policies top to bottom, first truthy when wins (error side before success side)',
     yaml: `
 workflow:
