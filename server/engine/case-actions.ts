@@ -51,7 +51,7 @@ export function caseEnding(acts: Acts): CaseEnding {
 
 /** Whether the step has case entries for this event (so contexts are only built when needed). */
 export function hasCase(def: Step, on: string): boolean {
-  return (def.case ?? []).some((e) => caseEvents(e).has(on));
+  return (def.case ?? []).some((e) => caseEvents(e, def).has(on));
 }
 
 /** The first entry for `on` whose `when` holds, evaluated; null when none matches. */
@@ -59,7 +59,7 @@ export function evalCase(def: Step, on: string, ctx: Record<string, unknown>): A
   const entries = def.case ?? [];
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
-    if (!caseEvents(entry).has(on)) continue;
+    if (!caseEvents(entry, def).has(on)) continue;
     if (!cond(entry.when, ctx, `case[${i}].when`)) continue;
     return runActions(def, i, entry.then, ctx, on);
   }

@@ -33,11 +33,22 @@ describe('case entry → event rule', () => {
     ['{{ result.count > 0 }}', ['call.done']],
     ['{{ page.next }}', ['call.done']],
     ['{{ _retry.index < 3 }}', ['call.done']],
+    ['{{ event.payload.error.status == 503 }}', ['call.done']],
+    ["{{ event.payload.response.data.state == 'done' }}", ['call.done']],
+    ["{{ event.name != 'step.enter' and error is defined }}", ['step.enter', 'call.done', 'step.exit', 'worker.done']],
+    ["{{ event.name not in ['step.enter'] }}", ['step.enter', 'call.done', 'step.exit', 'worker.done']],
+    ['{{ loop_index == 2 }}', ['call.done']],
     ["{{ ctx.state == 'error' }}", ['step.exit']],
     ['{{ vars.flag }}', ['step.exit']],
     ['{{ workload.response_mode }}', ['step.exit']],
   ])('%s → %j', (when, expected) => {
     expect([...caseEventsOf(when)].sort()).toEqual([...expected].sort());
+  });
+
+  it("the step's loop iterator is bound at call.done only, so an entry reading it applies there", () => {
+    expect([...caseEventsOf('{{ it == 2 }}', 'it')]).toEqual(['call.done']);
+    expect([...caseEventsOf('{{ it == 2 }}')]).toEqual(['step.exit']);
+    expect([...caseEventsOf("{{ workload.it == 'it' }}", 'it')]).toEqual(['step.exit']);
   });
 });
 

@@ -7,8 +7,12 @@
  *     string literals (`event.name == 'call.done'`, `event.name in ['step.enter', 'step.exit']`);
  *     if it mentions `event.name` but no known event name literal, it applies to every event and
  *     its expression decides;
- *  2. otherwise, an entry that references `response`, `error`, `result`, `page`, `pages` or
- *     `_retry` (outside string literals) applies to `call.done`;
+ *     so does one that compares `event.name` negatively (`!=`, `not`): the literals it names are
+ *     the events it excludes, not the ones it wants;
+ *  2. otherwise, an entry that references `response`, `error`, `result`, `page`, `pages`,
+ *     `_retry`, `_loop`, `loop_index`, `event.payload.response`/`.error` or the step's loop
+ *     iterator (outside string literals) applies to `call.done`: those names are bound there
+ *     only (the spec makes the iterator available to `when` during the loop);
  *  3. otherwise it applies to `step.exit`.
  */
 import type { CaseEntry, Playbook, Step } from '../../playbook/types.js';
@@ -37,19 +41,22 @@ export function indexPlaybook(pb: Playbook): PlaybookIndex {
 }
 
 const STRING_LITERAL = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g;
-const CALL_REFS = /(?<![\w.])(response|error|result|page|pages|_retry)\b/;
+const CALL_REFS = /(?<![\w.])(response|error|result|page|pages|_retry|_loop|loop_index)\b|\bevent\.payload\.(response|error)\b/;
+const NEGATED = /!=|\bnot\b/;
 
-export function caseEvents(entry: CaseEntry): ReadonlySet<string> {
+/** The events a step's case entry applies to (the step gives its loop iterator's name). */
+export function caseEvents(entry: CaseEntry, step?: Step): ReadonlySet<string> {
   let set = entryEvents.get(entry);
   if (!set) {
-    set = classify(String(entry.when ?? ''));
+    set = classify(String(entry.when ?? ''), step?.loop?.iterator);
     entryEvents.set(entry, set);
   }
   return set;
 }
 
-export function classify(when: string): ReadonlySet<string> {
+export function classify(when: string, iterator?: string): ReadonlySet<string> {
   if (/\bevent\.name\b/.test(when) || /\bevent\[\s*['"]name['"]\s*\]/.test(when)) {
+    if (NEGATED.test(when.replace(STRING_LITERAL, "''"))) return new Set(CONTROL_EVENTS);
     const named = new Set<string>();
     for (const lit of when.match(STRING_LITERAL) ?? []) {
       const v = lit.slice(1, -1);
@@ -58,5 +65,6 @@ export function classify(when: string): ReadonlySet<string> {
     return named.size ? named : new Set(CONTROL_EVENTS);
   }
   const code = when.replace(STRING_LITERAL, "''");
-  return new Set([CALL_REFS.test(code) ? 'call.done' : 'step.exit']);
+  const onCall = CALL_REFS.test(code) || (iterator !== undefined && /^\w+$/.test(iterator) && new RegExp(`(?<![\\w.])${iterator}\\b`).test(code));
+  return new Set([onCall ? 'call.done' : 'step.exit']);
 }

@@ -1168,6 +1168,54 @@ workflow:
     calls: ['both#1', 'both#1@2', 'both#2', 'neither#1', 'neither#1@2', 'neither#2', 'neither#3'],
   },
   {
+    name: 'a case entry on event.payload.error applies to call.done: its retry runs',
+    yaml: `
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: "http://api/flaky"}
+    case:
+      - when: "{{ event.payload.error.status == 503 }}"
+        then:
+          retry: {max_attempts: 5, initial_delay: 0}
+`,
+    worker: ({ n }) => (n < 2 ? httpError(503) : ok('fine')),
+    status: 'completed',
+    calls: ['start', 'start@2', 'start@3'],
+  },
+  {
+    name: "a case entry on the loop iterator applies to each item's call.done: its next breaks the loop",
+    yaml: `
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: "http://api/item/{{ it }}"}
+    loop: {in: [1, 2, 3], iterator: it}
+    case:
+      - when: "{{ it == 2 }}"
+        then: {next: [{step: found}]}
+    next: [not_found]
+  - step: found
+  - step: not_found
+`,
+    status: 'completed',
+    steps: { found: 'completed' },
+    check: (r) => expect(r.state.steps.not_found).toBeUndefined(),
+  },
+  {
+    name: "a case entry excluding an event by name (event.name != 'step.enter') is evaluated on the others",
+    yaml: `
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: "http://api/down"}
+    case:
+      - when: "{{ event.name != 'step.enter' and error is defined }}"
+        then: {next: [fallback]}
+  - step: fallback
+`,
+    worker: () => httpError(500),
+    status: 'completed',
+    steps: { fallback: 'completed' },
+  },
+  {
     name: 'policies top to bottom, first truthy when wins (error side before success side)',
     yaml: `
 workflow:
