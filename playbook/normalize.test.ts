@@ -160,6 +160,26 @@ describe('normalizePlaybook', () => {
     expect(issues.errors[0]).toMatchObject({ path: 'workflow[0].call', message: expect.stringContaining("keep only 'tool'") });
   });
 
+  it('retry and pagination counts: a number written as text is a number, a template stays for the engine, other text is an error at its path', () => {
+    const { playbook, issues } = normalize([
+      {
+        step: 'a',
+        tool: { kind: 'http', endpoint: 'e' },
+        retry: [{ when: '{{ error }}', then: { max_attempts: '5', initial_delay: '{{ workload.delay }}', backoff_multiplier: 'twice' } }],
+        case: [{ when: '{{ error }}', then: { retry: { max_attempts: ' 2 ', max_delay: true } } }],
+        loop: { pagination: { type: 'response_based', continue_while: '{{ true }}', merge_strategy: 'collect', max_iterations: '{{ workload.pages }}', retry: { max_attempts: '' } } },
+      },
+    ]);
+    expect(step(playbook).retry?.[0].then).toEqual({ max_attempts: 5, initial_delay: '{{ workload.delay }}' });
+    expect(step(playbook).case?.[0].then).toEqual([{ action: 'retry', max_attempts: 2 }]);
+    expect(step(playbook).loop?.pagination).toMatchObject({ max_iterations: '{{ workload.pages }}', retry: { max_attempts: 1 } });
+    expect(issues.errors.map((e) => [e.path, e.message])).toEqual([
+      ['workflow[0].loop.pagination.retry.max_attempts', "must be a number or a template, got ''"],
+      ['workflow[0].case[0].then.retry.max_delay', 'must be a number or a template, got a boolean'],
+      ['workflow[0].retry[0].then.backoff_multiplier', "must be a number or a template, got 'twice'"],
+    ]);
+  });
+
   it('converts a legacy on_success without while into an error, not a silent policy', () => {
     const { playbook, issues } = normalize([{ step: 'a', tool: { kind: 'http', endpoint: 'e' }, retry: { on_success: { max_attempts: 3 } } }]);
     expect(step(playbook).retry).toBeUndefined();

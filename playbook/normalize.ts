@@ -20,6 +20,7 @@ import {
   type LegacyPagination,
   type Loop,
   type NextTarget,
+  type NumberOrTemplate,
   type Playbook,
   type PlaybookMetadata,
   type RetryPolicy,
@@ -428,12 +429,12 @@ class Normalizer {
       type: 'response_based',
       continue_while: typeof raw.continue_while === 'string' ? raw.continue_while : '',
       merge_strategy: (raw.merge_strategy ?? 'append') as LegacyPagination['merge_strategy'],
-      max_iterations: typeof raw.max_iterations === 'number' ? raw.max_iterations : 1000,
+      max_iterations: this.number(raw.max_iterations, [...path, 'max_iterations']) ?? 1000,
       retry: {
-        max_attempts: typeof retry.max_attempts === 'number' ? retry.max_attempts : 1,
+        max_attempts: this.number(retry.max_attempts, [...path, 'retry', 'max_attempts']) ?? 1,
         backoff: retry.backoff === 'exponential' ? 'exponential' : 'fixed',
-        initial_delay: typeof retry.initial_delay === 'number' ? retry.initial_delay : 1,
-        max_delay: typeof retry.max_delay === 'number' ? retry.max_delay : 60,
+        initial_delay: this.number(retry.initial_delay, [...path, 'retry', 'initial_delay']) ?? 1,
+        max_delay: this.number(retry.max_delay, [...path, 'retry', 'max_delay']) ?? 60,
       },
     };
     if (nextPage) out.next_page = nextPage;
@@ -487,12 +488,12 @@ class Normalizer {
         return { action: 'call', overrides: toObject(v) };
       case 'retry': {
         const a: Action = { action: 'retry' };
-        for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
-          if (typeof obj?.[f] === 'number') a[f] = obj[f] as number;
+        // max_delay: reference convention; convert.ts reports it
+        for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay', 'max_delay'] as const) {
+          const n = this.number(obj?.[f], [...path, f]);
+          if (n !== undefined) a[f] = n;
         }
         if (typeof obj?.jitter === 'number' || typeof obj?.jitter === 'boolean') a.jitter = obj.jitter;
-        // reference convention; convert.ts reports it
-        if (typeof obj?.max_delay === 'number') a.max_delay = obj.max_delay;
         return a;
       }
       case 'collect': {
@@ -657,14 +658,32 @@ class Normalizer {
     return [];
   }
 
+  /**
+   * A count or duration of a retry or pagination setting: a number, a number written as text
+   * (`"5"`), or a template the engine renders when it applies it. Anything else is an error here:
+   * dropping it would run the default instead of what the author wrote.
+   */
+  private number(v: unknown, path: PathSeg[]): NumberOrTemplate | undefined {
+    if (v === undefined || v === null) return undefined;
+    if (typeof v === 'number') return v;
+    if (typeof v === 'string') {
+      if (/\{\{|\{%/.test(v)) return v;
+      if (v.trim() !== '' && Number.isFinite(Number(v))) return Number(v);
+      this.issues.error(path, `must be a number or a template, got '${v}'`);
+      return undefined;
+    }
+    this.issues.error(path, `must be a number or a template, got ${describeType(v)}`);
+    return undefined;
+  }
+
   private retryThen(raw: unknown, path: PathSeg[]): RetryThen {
     const then: RetryThen = {};
     if (!isPlainObject(raw)) return then;
-    for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay'] as const) {
-      if (typeof raw[f] === 'number') then[f] = raw[f] as number;
+    for (const f of ['max_attempts', 'backoff_multiplier', 'initial_delay', 'max_delay'] as const) {
+      const n = this.number(raw[f], [...path, f]);
+      if (n !== undefined) then[f] = n;
     }
     if (typeof raw.jitter === 'number' || typeof raw.jitter === 'boolean') then.jitter = raw.jitter;
-    if (typeof raw.max_delay === 'number') then.max_delay = raw.max_delay;
     if (isPlainObject(raw.next_call)) then.next_call = toObject(raw.next_call);
     if (isPlainObject(raw.collect)) {
       const c = raw.collect;

@@ -99,18 +99,24 @@ export interface Loop {
   pagination?: LegacyPagination;
 }
 
+/**
+ * A count or a duration in a retry or pagination setting: a number, or a template the engine
+ * renders to one when it applies the setting (playbook/schema.ts: numbers may be templates).
+ */
+export type NumberOrTemplate = number | string;
+
 export interface LegacyPagination {
   type: 'response_based';
   continue_while: string;
   next_page?: { params?: JsonObject; body?: JsonObject; headers?: JsonObject };
   merge_strategy: 'append' | 'extend' | 'replace' | 'collect';
   merge_path?: string;
-  max_iterations: number; // default 1000
+  max_iterations: NumberOrTemplate; // default 1000
   retry: {
-    max_attempts: number; // default 1
+    max_attempts: NumberOrTemplate; // default 1
     backoff: 'fixed' | 'exponential'; // default fixed
-    initial_delay: number; // seconds, default 1
-    max_delay: number; // seconds, default 60
+    initial_delay: NumberOrTemplate; // seconds, default 1
+    max_delay: NumberOrTemplate; // seconds, default 60
   };
 }
 
@@ -128,7 +134,7 @@ export interface NextTarget {
 
 export type Action =
   | { action: 'call'; overrides: JsonObject }
-  | { action: 'retry'; max_attempts?: number; backoff_multiplier?: number; initial_delay?: number; jitter?: number | boolean; max_delay?: number }
+  | { action: 'retry'; max_attempts?: NumberOrTemplate; backoff_multiplier?: NumberOrTemplate; initial_delay?: NumberOrTemplate; jitter?: number | boolean; max_delay?: NumberOrTemplate }
   | { action: 'collect'; from: Json; into: string; mode: 'append' | 'extend' }
   | { action: 'sink'; tool: Tool }
   | { action: 'set'; ctx: JsonObject }
@@ -145,13 +151,13 @@ export interface RetryPolicy {
 }
 
 export interface RetryThen {
-  max_attempts?: number;
-  backoff_multiplier?: number;
-  initial_delay?: number;
+  max_attempts?: NumberOrTemplate;
+  backoff_multiplier?: NumberOrTemplate;
+  initial_delay?: NumberOrTemplate;
   /** Fraction of the delay drawn at random either way (default 0.2); false or 0 for none. */
   jitter?: number | boolean;
   /** Reference convention (deprecated): cap in seconds of the error-side backoff delay. */
-  max_delay?: number;
+  max_delay?: NumberOrTemplate;
   /** Overrides for the next request (params, args, url/endpoint, json, headers…), templated. */
   next_call?: JsonObject;
   collect?: { strategy: 'append' | 'replace' | 'merge'; path?: string; into?: string };

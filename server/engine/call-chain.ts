@@ -7,7 +7,7 @@
  */
 import type { Json, JsonObject, RetryPolicy, RetryThen, Step, Tool } from '../../playbook/types.js';
 import { getPath } from './context.js';
-import { cond, render, renderTool } from './render.js';
+import { StepError, cond, render, renderTool } from './render.js';
 import { combine, isObject, type Chain, type CollectMode, type CommandRecord, type Effects, type RunState } from './state.js';
 
 /** Case `retry` and error-side retry policies without max_attempts. */
@@ -108,17 +108,42 @@ export function backoffDelay(b: Backoff, attempt: number, random: () => number):
   ), b.max_delay);
 }
 
+/** `T` with its `K` settings as numbers: what `numbers` makes of them. */
+export type Numbered<T, K extends keyof T> = Omit<T, K> & { [P in K]: Exclude<T[P], string> };
+
+/**
+ * The settings `keys` of `o` as numbers: one written as a template is rendered in `ctx` now, when
+ * it applies (a count from the workload, a delay from vars). A rendering that is no number fails
+ * the step, naming the field.
+ */
+export function numbers<T extends object, K extends keyof T & string>(o: T, keys: readonly K[], ctx: object, field: string): Numbered<T, K> {
+  let out: T = o;
+  for (const k of keys) {
+    const v = o[k];
+    if (typeof v !== 'string') continue;
+    const r = render(v, ctx, `${field}.${k}`);
+    const n = typeof r === 'number' ? r : typeof r === 'string' && r.trim() !== '' ? Number(r) : NaN;
+    if (!Number.isFinite(n)) throw new StepError({ message: `${field}.${k} must be a number, but '${v}' rendered to ${JSON.stringify(r)}`, field: `${field}.${k}` });
+    if (out === o) out = { ...o };
+    (out as Record<string, unknown>)[k] = n;
+  }
+  return out as unknown as Numbered<T, K>;
+}
+
+export const BACKOFF_KEYS = ['max_attempts', 'initial_delay', 'backoff_multiplier', 'max_delay'] as const;
+
 /** Legacy `loop.pagination`: its own retry of failed pages, merge_path and continue_while. */
 export function legacyPage(def: Step, c: CallView, ok: boolean): ChainStep {
   const pg = def.loop!.pagination!;
   const { rec, chain } = c;
   const out: ChainStep = { effects: {}, sinks: [], pages: chain.pages };
   if (!ok) {
-    if (rec.attempt < pg.retry.max_attempts) {
-      const exp = pg.retry.backoff === 'exponential' ? Math.pow(2, rec.attempt - 1) : 1;
-      const delay = Math.min(pg.retry.initial_delay * exp, pg.retry.max_delay) * 1000;
+    const retry = numbers(pg.retry, ['max_attempts', 'initial_delay', 'max_delay'], c.ctx(chain.pages), 'loop.pagination.retry');
+    if (rec.attempt < retry.max_attempts) {
+      const exp = retry.backoff === 'exponential' ? Math.pow(2, rec.attempt - 1) : 1;
+      const delay = Math.min(retry.initial_delay * exp, retry.max_delay) * 1000;
       out.follow = { tool: rec.tool, attempt: rec.attempt + 1, chainIndex: chain.index, delay, reason: 'retry' };
-    } else if (pg.retry.max_attempts > 1) {
+    } else if (retry.max_attempts > 1) {
       out.exhausted = { message: `Pagination request failed after ${rec.attempt} attempts`, attempts: rec.attempt };
     }
     return out;
@@ -130,7 +155,8 @@ export function legacyPage(def: Step, c: CallView, ok: boolean): ChainStep {
   const lctx = c.scope({
     run: c.run, step: def.step, item: c.item, event: { name: 'call.done', payload: c.payload }, response: c.raw, iteration: chain.index - 1, accumulated: out.pages,
   });
-  if (chain.index < pg.max_iterations && cond(pg.continue_while, lctx, 'loop.pagination.continue_while')) {
+  const { max_iterations } = numbers(pg, ['max_iterations'], lctx, 'loop.pagination');
+  if (chain.index < max_iterations && cond(pg.continue_while, lctx, 'loop.pagination.continue_while')) {
     let tool = rec.tool;
     const np = pg.next_page ?? {};
     if (np.params) tool = mergeTool(tool, { params: render(np.params, lctx, 'loop.pagination.next_page.params') });
@@ -168,7 +194,7 @@ export function retryPolicies(def: Step, c: CallView, ok: boolean, random: () =>
     if (sink) out.sinks.push(renderTool(sink, c.ctx(out.pages, out.into), `retry[${pi}].then.sink`));
     return out;
   }
-  const then = policies[i].then;
+  const then = numbers(policies[i].then, BACKOFF_KEYS, pctx, `retry[${i}].then`);
   if (!ok) {
     const max = then.max_attempts ?? DEFAULT_RETRY_ATTEMPTS;
     if (rec.attempt >= max) {

@@ -9,7 +9,7 @@ import type { Command, Decision, EngineEvent, EngineInput, HandleOptions, StartI
 import { TERMINAL_STATUSES } from './contract.js';
 import { baseContext, keepBase, patchStepResult, patchVars, resultView, stepContext, takeBase, type BaseContext } from './context.js';
 import { caseEnding, evalCase, hasCase, type Acts, type CaseEnding } from './case-actions.js';
-import { backoffDelay, legacyPage, mergeTool, retryPolicies, DEFAULT_RETRY_ATTEMPTS, type CallView, type FollowUp, type ItemBinding } from './call-chain.js';
+import { backoffDelay, legacyPage, mergeTool, numbers, retryPolicies, BACKOFF_KEYS, DEFAULT_RETRY_ATTEMPTS, type CallView, type FollowUp, type ItemBinding } from './call-chain.js';
 import { ExecutionError, StepError, errMsg, render, renderTool } from './render.js';
 import { indexPlaybook, type PlaybookIndex } from './rules.js';
 import {
@@ -561,7 +561,7 @@ class Builder {
       case 'next':
         return finished('break');
       case 'retry': {
-        const a = end.retry;
+        const a = numbers(end.retry, BACKOFF_KEYS, call.ctx(pages, into), `case[${acts!.index}].then.retry`);
         const max = a.max_attempts ?? DEFAULT_RETRY_ATTEMPTS;
         if (rec.attempt >= max) {
           // the digest still says a retry was asked for: the step fails because none is left

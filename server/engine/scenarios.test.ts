@@ -1216,6 +1216,50 @@ workflow:
     steps: { fallback: 'completed' },
   },
   {
+    name: 'retry settings written as templates are rendered when they apply, as text they are numbers',
+    yaml: `
+workload: {attempts: 4, delay: 2}
+workflow:
+  - step: policy
+    tool: {kind: http, method: GET, url: "http://api/down"}
+    retry:
+      - when: "{{ error.status == 503 }}"
+        then: {max_attempts: "{{ workload.attempts }}", initial_delay: "{{ workload.delay }}", backoff_multiplier: "1"}
+    next: [action]
+  - step: action
+    tool: {kind: http, method: GET, url: "http://api/down"}
+    case:
+      - when: "{{ error }}"
+        then:
+          retry: {max_attempts: "3", initial_delay: 0}
+`,
+    opts: { random: () => 0.5 },
+    worker: ({ cmd, n }) => (cmd.step === 'policy' && n === 3 ? ok('up') : httpError(503)),
+    status: 'failed',
+    calls: ['policy#1', 'policy#1@2', 'policy#1@3', 'policy#1@4', 'action', 'action@2', 'action@3'],
+    check: (r) => {
+      expect(r.commands[1].available_at - (T0 + 10)).toBe(2000);
+      expect(r.commands[2].available_at - (r.commands[1].available_at + 10)).toBe(2000);
+      expect(String((r.state.steps.action.error as JsonObject).message)).toContain('Retry attempts exhausted (3)');
+    },
+  },
+  {
+    name: 'a retry setting whose template renders no number fails the step, naming the field',
+    yaml: `
+workload: {attempts: many}
+workflow:
+  - step: s
+    tool: {kind: http, method: GET, url: "http://api/down"}
+    retry:
+      - when: "{{ error }}"
+        then: {max_attempts: "{{ workload.attempts }}"}
+`,
+    worker: () => httpError(500),
+    status: 'failed',
+    calls: ['s#1'],
+    check: (r) => expect(r.state.steps.s.error).toMatchObject({ field: 'retry[0].then.max_attempts', message: expect.stringContaining('must be a number') }),
+  },
+  {
     name: 'policies top to bottom, first truthy when wins (error side before success side)',
     yaml: `
 workflow:
@@ -1318,6 +1362,33 @@ workflow:
     worker: ({ n }) => ok({ n }),
     status: 'completed',
     result: [env({ n: 0 }), env({ n: 1 })],
+  },
+  {
+    name: 'legacy pagination: max_iterations written as text or as a template counts the same',
+    yaml: `
+workload: {pages: 3}
+workflow:
+  - step: s
+    tool: {kind: http, method: GET, url: "http://api/x"}
+    loop:
+      pagination:
+        type: response_based
+        continue_while: "{{ true }}"
+        merge_strategy: collect
+        max_iterations: "2"
+    next: [t]
+  - step: t
+    tool: {kind: http, method: GET, url: "http://api/y"}
+    loop:
+      pagination:
+        type: response_based
+        continue_while: "{{ true }}"
+        merge_strategy: collect
+        max_iterations: "{{ workload.pages }}"
+`,
+    worker: ({ n }) => ok({ n }),
+    status: 'completed',
+    calls: ['s#1', 's#2', 't#1', 't#2', 't#3'],
   },
   {
     name: 'legacy pagination: extend flattens nested arrays, replace keeps the last response',
