@@ -22,6 +22,7 @@
  * the BEGIN prelude), children.ts, leases.ts, lifecycle.ts (cancel, retry, rerun), steps-diff.ts,
  * helpers.ts and tx-types.ts.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, RerunRequest, RetryRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse, RunRequest, RunResponse, WorkerEvent } from '../../common/protocol.js';
 import type { JsonObject, Playbook } from '../../playbook/types.js';
@@ -416,12 +417,20 @@ export class PgExecutionService implements ExecutionService {
     }
   }
 
-  /** The answer to a retried run request: the first request's execution (the same request only). */
+  /**
+   * The answer to a retried run request: the first request's execution, as it is now. A key sent
+   * again with another playbook, version or payload is a client's mistake, not a retry: answering
+   * with the first execution would drop the new request without a word.
+   */
   private replayed(first: ExecutionRow, req: RunRequest): RunResponse & { replayed: true } {
-    if (first.path !== req.path.replace(/^\/+|\/+$/g, '')) {
-      throw conflict('idempotency_key_reused', `Idempotency-Key was used for a run of '${first.path}' (execution ${first.execution_id}), not '${req.path}'`, { execution_id: first.execution_id });
-    }
-    return { execution_id: first.execution_id, status: 'started', path: first.path, version: first.version, commands: 0, replayed: true };
+    const other = (what: string) => conflict('idempotency_key_reused',
+      `Idempotency-Key was used for ${what} (execution ${first.execution_id}); a retry must repeat the request`, { execution_id: first.execution_id });
+    if (first.path !== req.path.replace(/^\/+|\/+$/g, '')) throw other(`a run of '${first.path}', not '${req.path}'`);
+    if (req.version !== undefined && req.version !== null && req.version !== first.version) throw other(`a run of version ${first.version}, not ${req.version}`);
+    if (!isDeepStrictEqual(first.payload ?? {}, req.payload ?? {})) throw other('a run with another payload');
+    // an execution under way is `started` to a run request, as on its first answer; an ended one says how it ended
+    const status = isTerminal(first.status) ? first.status as RunResponse['status'] : 'started';
+    return { execution_id: first.execution_id, status, path: first.path, version: first.version, commands: 0, replayed: true };
   }
 
   // ----------------------------------------------------------------------------------- reads

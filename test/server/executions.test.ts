@@ -243,10 +243,27 @@ describe('events', () => {
     expect(new Set(concurrent.map((r) => r.json().execution_id)).size).toBe(1);
     const other = await s.call('POST', '/api/run/playbook', { path: 'ex/two' }, { 'idempotency-key': key });
     expect([other.statusCode, other.json().error.code]).toEqual([409, 'idempotency_key_reused']);
+    // the same playbook with another payload or version is another request, not a retry
+    const payload = await s.call('POST', '/api/run/playbook', { path: 'ex/one', payload: { a: 2 } }, { 'idempotency-key': key });
+    expect([payload.statusCode, payload.json().error.code, payload.json().error.message]).toEqual([409, 'idempotency_key_reused', expect.stringContaining('another payload')]);
+    const version = await s.call('POST', '/api/run/playbook', { path: 'ex/one', version: 99, payload: { a: 1 } }, { 'idempotency-key': key });
+    expect([version.statusCode, version.json().error.code]).toEqual([409, 'idempotency_key_reused']);
+
     const { rows } = await s.core.db.pool.query('SELECT count(*)::int AS n FROM execution WHERE idempotency_key LIKE $1', [`${key}%`]);
     expect(rows[0].n).toBe(2);
     const plain = await s.call('POST', '/api/run/playbook', { path: 'ex/one' });
     expect(plain.json().execution_id).not.toBe(first.json().execution_id);
+  });
+
+  it('Idempotency-Key: the payload compares as JSON whatever its key order, and a replay of an ended execution says how it ended', async () => {
+    const key = `ended-${Date.now()}`;
+    const first = await s.call('POST', '/api/run/playbook', { path: 'ex/one', payload: { a: 1, b: { c: 2, d: [1, 2] } } }, { 'idempotency-key': key });
+    const id = first.json().execution_id;
+    const again = await s.call('POST', '/api/run/playbook', { path: 'ex/one', payload: { b: { d: [1, 2], c: 2 }, a: 1 } }, { 'idempotency-key': key });
+    expect([again.statusCode, again.json().execution_id, again.json().status]).toEqual([201, id, 'started']);
+    expect((await s.call('POST', `/api/execution/${id}/cancel`)).statusCode).toBe(200);
+    const late = await s.call('POST', '/api/run/playbook', { path: 'ex/one', payload: { a: 1, b: { c: 2, d: [1, 2] } } }, { 'idempotency-key': key });
+    expect([late.json().execution_id, late.json().status, late.headers['idempotent-replayed']]).toEqual([id, 'cancelled', 'true']);
   });
 
   it('a result with a __proto__ key completes the step with that key in the data', async () => {
