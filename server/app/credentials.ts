@@ -2,7 +2,7 @@
  * Credential endpoints (spec "Credentials"):
  *   POST   /api/credentials                     create or update by name → 201 (created) / 200 (updated)
  *   GET    /api/credentials                     list: ?type ?tag ?q (name/description) ?limit ?offset → {credentials, count, total, limit, offset}
- *   GET    /api/credentials/{identifier}        id or name; metadata, + data with ?include_data=true
+ *   GET    /api/credentials/{identifier}        name, or id when no credential has that name; metadata, + data with ?include_data=true
  *   DELETE /api/credentials/{identifier}        → {id, name, deleted: true}; 404 when unknown;
  *                                                ?owner=Kind/ns/name: only when that resource owns it (409)
  * Ownership (issue 14): `owner` in the POST body claims the name for a Kubernetes resource; a
@@ -10,7 +10,7 @@
  * `owned_by_other` naming the holder (server/ownership.ts). `adopt: true` (with `owner`) claims a
  * credential without owner that the same resource stored before ownership existed (its meta
  * says `source: kubernetes`, `namespace`, `resource`).
- *   GET    /api/credential/{credential_key}     worker read: {credential_id, credential_key, credential_type, data, created_at, updated_at}
+ *   GET    /api/credential/{credential_key}     worker read, by name only: {credential_id, credential_key, credential_type, data, created_at, updated_at}
  *                                                headers x-playflow-queue-id/-worker-id/-lease-token: the command's lease (issue 20)
  * Scope (issue 20): `scope: {paths: [glob], namespaces: [name]}` restricts the playbooks that may
  * use a credential (server/secrets/scope.ts); scoped data is served only on the lease-checked read.
@@ -20,14 +20,13 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
-import { errors } from './schemas.js';
+import { errors, idParam } from './schemas.js';
 import { parseOwnerRef } from '../ownership.js';
 import type { AppPlugin } from './context.js';
 import { safeName } from './support.js';
 import { badRequest } from '../errors.js';
 import { CREDENTIAL_TYPES, CredentialValidationError, type CredentialService, type LeaseProof } from '../secrets/credentials.js';
 
-const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]{1,19}$' }, { type: 'integer', minimum: 0 }] };
 const jsonObject = { type: 'object', additionalProperties: true };
 const schemaDef = {
   type: 'object',
@@ -159,14 +158,14 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
     {
       schema: {
         tags,
-        summary: 'One credential by id or name; decrypted data only with include_data=true',
+        summary: 'One credential by name (or by id when no credential has that name); decrypted data only with include_data=true',
         params: { type: 'object', properties: { identifier: { type: 'string' } } },
         querystring: {
           type: 'object',
           properties: {
             include_data: { type: 'boolean', default: false },
-            execution_id: idSchema,
-            parent_execution_id: idSchema,
+            execution_id: idParam,
+            parent_execution_id: idParam,
           },
         },
         response: {
@@ -195,7 +194,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
   app.delete<{ Params: { identifier: string }; Querystring: { owner?: string } }>('/api/credentials/:identifier', {
     schema: {
       tags,
-      summary: 'Delete a credential by id or name',
+      summary: 'Delete a credential by name (or by id when no credential has that name)',
       params: { type: 'object', properties: { identifier: { type: 'string' } } },
       querystring: {
         type: 'object',
@@ -208,7 +207,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
   app.get<{ Params: { credential_key: string }; Headers: Record<string, string | undefined> }>('/api/credential/:credential_key', {
     schema: {
       tags,
-      summary: 'Decrypted credential data for workers',
+      summary: 'Decrypted credential data for workers, by credential name',
       description: 'A worker sends the command it runs: x-playflow-queue-id, x-playflow-worker-id and x-playflow-lease-token '
         + '(409 not_lease_holder unless it holds that lease; 403 credential_not_allowed when the playbook is outside the credential\'s scope). '
         + 'A scoped credential is served only with them (403 credential_scoped).',

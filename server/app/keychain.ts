@@ -2,7 +2,9 @@
  * Keychain endpoints (spec "Keychain"):
  *   GET    /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type (default global)
  *          → 200 with status success | expired | not_found (the body says which)
- *   POST   /api/keychain/{catalog_id}/{keychain_name}   store/replace → {status, message, keychain_name, catalog_id, cache_key, expires_at, ttl_seconds, auto_renew}
+ *   POST   /api/keychain/{catalog_id}/{keychain_name}   store/replace → {status, message, keychain_name, catalog_id, cache_key, expires_at, ttl_seconds, auto_renew};
+ *          404 for a catalog id never stored (a removed path's ids still count), 409 `execution_completed`
+ *          for a local or shared entry of a completed execution (shared: its root)
  *   DELETE /api/keychain/{catalog_id}/{keychain_name}   ?execution_id ?scope_type → {status: success, message, keychain_name, catalog_id}; 404 when there was none
  *   GET    /api/keychain/catalog/{catalog_id}           → {status, catalog_id, entries: [...], count}
  * Defaults when omitted on POST: scope_type global, cache_type `token` with auto_renew else
@@ -10,14 +12,21 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
-import { errors } from './schemas.js';
+import { errors, idInput, idParam } from './schemas.js';
 import { safeName } from './support.js';
 import { notFound } from '../errors.js';
-import type { CatalogService } from '../services.js';
+import type { CatalogService, Db } from '../services.js';
+import * as catalogStore from '../store/catalog.js';
+import { parseId } from '../store/sql.js';
 import type { AppPlugin } from './context.js';
 import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
 
-const idSchema = { anyOf: [{ type: 'string', pattern: '^[0-9]{1,19}$' }, { type: 'integer', minimum: 0 }] };
+/** An execution id in the body: the shared IdInput (its wording in a 400), or null. */
+const nullableIdInput = {
+  anyOf: [...idInput.anyOf, { type: 'null' }],
+  description: `${idInput.description}, or null`,
+  'x-message': `${idInput['x-message']}, or null`,
+};
 const jsonObject = { type: 'object', additionalProperties: true };
 const params = {
   type: 'object',
@@ -26,7 +35,7 @@ const params = {
 };
 const scopeQuery = {
   type: 'object',
-  properties: { execution_id: idSchema, scope_type: { type: 'string', enum: [...SCOPE_TYPES], default: 'global' } },
+  properties: { execution_id: idParam, scope_type: { type: 'string', enum: [...SCOPE_TYPES], default: 'global' } },
 };
 const renewConfig = {
   type: 'object',
@@ -44,13 +53,17 @@ export interface KeychainPluginOptions {
 type P = { catalog_id: string; keychain_name: string };
 type Q = { execution_id?: string; scope_type?: string };
 
-export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'> }): Promise<void> {
+export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'>; db?: Pick<Db, 'pool'> }): Promise<void> {
   const svc = opts.keychain;
   if (!svc) return;
   // Entries belong to a playbook of the catalog: storing one for an id that does not exist is a
   // 404, not an orphan row. (Suites that mount the keychain without the catalog skip the check.)
+  // A removed path's versions count: its running executions keep their version and go on storing
+  // tokens under its id, which catalog.getById (live versions only) would refuse.
   const requireCatalog = async (catalogId: string) => {
-    if (opts.catalog && !(await opts.catalog.getById(catalogId))) throw notFound(`catalog entry ${catalogId} not found`);
+    if (!opts.catalog || !opts.db) return;
+    const id = parseId(catalogId);
+    if (!id || !(await catalogStore.getById(opts.db.pool, id, { includeDeleted: true }))) throw notFound(`catalog entry ${catalogId} not found`);
   };
   const tags = ['keychain'];
 
@@ -120,8 +133,8 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
           credential_type: { type: 'string' },
           cache_type: { type: 'string', enum: [...CACHE_TYPES] },
           scope_type: { type: 'string', enum: [...SCOPE_TYPES] },
-          execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
-          parent_execution_id: { anyOf: [...idSchema.anyOf, { type: 'null' }] },
+          execution_id: nullableIdInput,
+          parent_execution_id: nullableIdInput,
           ttl_seconds: { type: 'integer', minimum: 0, maximum: 315_360_000, description: 'at most 10 years' },
           expires_at: { type: ['string', 'null'], description: 'ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z; UTC when it names no zone' },
           auto_renew: { type: 'boolean' },
@@ -138,7 +151,7 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
             ttl_seconds: { type: 'number' }, auto_renew: { type: 'boolean' },
           },
         },
-        ...errors(400, 404),
+        ...errors(400, 404, 409),
       },
     },
   }, async (req) => {

@@ -115,13 +115,22 @@ function checkInput(value: unknown, location: string): void {
   walk(value, 0);
 }
 
-/** A name stored as a key (credential names): no path separators, no `.`/`..`, no control characters. */
+/**
+ * A name stored as a key (credential names): no path separators, no `.`/`..`, no control
+ * characters. Each rule has its own wording: an empty or a 256-character name is told so, not
+ * that it has a forbidden character. (The pattern takes the empty string so that an empty name
+ * gets only the minLength problem.)
+ */
 export const safeName = {
   type: 'string',
   minLength: 1,
   maxLength: 255,
-  pattern: '^(?!\\.{1,2}$)(?!\\s)(?!.*\\s$)[^/\\\\\\u0000-\\u001f\\u007f]+$',
-  'x-message': "must be a name without '/', '\\', control characters or surrounding spaces, and not '.' or '..'",
+  pattern: '^(?!\\.{1,2}$)(?!\\s)(?!.*\\s$)[^/\\\\\\u0000-\\u001f\\u007f]*$',
+  'x-message': {
+    minLength: 'must not be empty',
+    maxLength: 'must be at most 255 characters',
+    pattern: "must be a name without '/', '\\', control characters or surrounding spaces, and not '.' or '..'",
+  },
 } as const;
 
 export interface FieldProblem {
@@ -137,6 +146,17 @@ function fieldName(instancePath: string, extra?: string): string {
   let out = '';
   for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out ? `.${p}` : p;
   return out;
+}
+
+/**
+ * The schema's own wording of an error: `x-message` as a string words every refusal of that
+ * schema; as an object, keyed by ajv keyword (`minLength`, `pattern`, ...), words only those.
+ */
+function customMessage(e: ErrorObject): string | undefined {
+  const custom = (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'];
+  if (typeof custom === 'string') return custom;
+  const byKeyword = custom && typeof custom === 'object' ? (custom as Record<string, unknown>)[e.keyword] : undefined;
+  return typeof byKeyword === 'string' ? byKeyword : undefined;
 }
 
 /** ajv errors → one problem per field, naming it; `x-message` in a schema gives the wording. */
@@ -157,8 +177,7 @@ export function mapValidationErrors(errs: ErrorObject[], location: string): Fiel
       message = 'is not allowed';
     } else {
       field = fieldName(e.instancePath);
-      const custom = (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'];
-      message = typeof custom === 'string' ? custom : (e.message ?? 'is invalid');
+      message = customMessage(e) ?? e.message ?? 'is invalid';
       if (e.keyword === 'enum') message += `: ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     }
     const key = `${field}\u0000${message}`;

@@ -2,7 +2,9 @@
  * Execution variable endpoints (spec "Variables"):
  *   GET    /api/vars/{execution_id}             → {execution_id, variables: {name: {value, type, source_step, created_at, accessed_at, access_count}}, count}; no access tracking
  *   GET    /api/vars/{execution_id}/{var_name}  → {execution_id, var_name, value, type, ...}; access_count + 1; 404 when unknown
- *   POST   /api/vars/{execution_id}             {variables, var_type?, source_step?} → {execution_id, variables_set, var_names}
+ *   POST   /api/vars/{execution_id}             {variables, var_type?, source_step?} → {execution_id, variables_set, var_names};
+ *                                                404 for an unknown execution, 409 `execution_completed` for a completed one
+ *                                                (its variables went when it completed; failed and cancelled ones stay writable)
  *   DELETE /api/vars/{execution_id}/{var_name}  → {execution_id, var_name, deleted} (200; deleted false when there was none)
  */
 import type { FastifyInstance } from 'fastify';
@@ -80,7 +82,7 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions &
       },
       response: {
         200: { type: 'object', properties: { execution_id: { type: 'string' }, variables_set: { type: 'integer' }, var_names: { type: 'array', items: { type: 'string' } } } },
-        ...errors(400, 404),
+        ...errors(400, 404, 409),
       },
     },
   }, async (req) => {

@@ -172,11 +172,29 @@ describe('speculative decisions', () => {
     const s2 = (await done(a, s1))!;
     const s3 = (await done(a, s2))!;
     expect(s3.context.vars).not.toHaveProperty('colour');
-    await vars.upsertVars(a.db.pool, id, { colour: 'blue' }, 'user_defined', null);
+    await vars.upsertVars(a.db.pool, id, { colour: 'blue' }, 'user_defined', null, 'api');
     const redone = service(a).speculations.redone;
     const s4 = (await done(a, s3))!;
     expect(service(a).speculations.redone).toBe(redone + 1);
     expect(s4.context.vars).toMatchObject({ colour: 'blue' });
+    await consistent(a, id);
+  });
+
+  it('see an API var of var_type step_result like any other API var, and guard on exactly the vars the loader loads', async () => {
+    const s1 = await started(a);
+    const id = s1.execution_id;
+    const s2 = (await done(a, s1))!;
+    const s3 = (await done(a, s2))!;
+    // the spec lets API callers POST var_type step_result: it is not the engine's vars block output
+    await vars.upsertVars(a.db.pool, id, { shade: 'teal' }, 'step_result', 'external', 'api');
+    const redone = service(a).speculations.redone;
+    const s4 = (await done(a, s3))!;
+    expect(service(a).speculations.redone).toBe(redone + 1);
+    expect(s4.context.vars).toMatchObject({ shade: 'teal' });
+    // nothing changed since: the guard's vars are the loader's, so the next decision is not redone
+    const s5 = (await done(a, s4))!;
+    expect(service(a).speculations.redone).toBe(redone + 1);
+    expect(s5.context.vars).toMatchObject({ shade: 'teal' });
     await consistent(a, id);
   });
 

@@ -1,5 +1,8 @@
 /** Small helpers shared by the credentials, keychain and vars services. */
-import { badRequest } from '../errors.js';
+import type pg from 'pg';
+import { AppError, badRequest } from '../errors.js';
+import { withTransaction, type Db } from '../db.js';
+import { lockedStatus } from '../store/executions.js';
 
 /** IDs are int64 in Postgres, sent as decimal strings, accepted as a string or an integer. */
 export function parseId(value: unknown, field: string): string {
@@ -11,6 +14,16 @@ export function parseId(value: unknown, field: string): string {
 export function optionalId(value: unknown, field: string): string | null {
   if (value === undefined || value === null || value === '') return null;
   return parseId(value, field);
+}
+
+/**
+ * Length in characters (Unicode code points), as the spec's limits and PostgreSQL's length() and
+ * varchar(n) count them: `.length` counts UTF-16 units, so an emoji would count twice.
+ */
+export function charLength(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
 }
 
 export function iso(d: Date | string | null): string | null {
@@ -46,4 +59,29 @@ export function parseUtcTimestamp(value: string): Date | null {
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Runs `write` in a transaction holding the execution's lock, unless the execution is completed:
+ * what belongs to an execution (its variables, its local and shared keychain entries) is removed
+ * in the transaction that completes it, so a later write would stay forever. 409 naming the
+ * execution and its status. Failed and cancelled executions stay writable: a retry resumes them.
+ * An id without an execution row is written (the HTTP layer answers 404 for those when it has
+ * the executions; the module used on its own has none).
+ */
+export async function writeUnlessCompleted<T>(
+  db: Pick<Db, 'pool'>,
+  executionId: string,
+  what: string,
+  write: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  return withTransaction(db.pool, async (client) => {
+    const status = await lockedStatus(client, executionId);
+    if (status === 'completed') {
+      throw new AppError(409, 'execution_completed',
+        `execution ${executionId} is ${status}: its ${what} were removed when it completed, and nothing more is stored for it`,
+        { execution_id: executionId, status });
+    }
+    return write(client);
+  });
 }

@@ -97,6 +97,26 @@ describe('POST /api/credentials', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error.code).toBe('bad_request');
   });
+
+  it('an empty or an over-long name is told so, not that it has a forbidden character', async () => {
+    const empty = await post({ name: '', type: 'custom', data: {} });
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json().error.message).toBe("body field 'name' must not be empty");
+    const long = await post({ name: 'n'.repeat(256), type: 'custom', data: {} });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.message).toBe("body field 'name' must be at most 255 characters");
+    const slash = await post({ name: 'a/b', type: 'custom', data: {} });
+    expect(slash.json().error.message).toBe("body field 'name' must be a name without '/', '\\', control characters or surrounding spaces, and not '.' or '..'");
+  });
+
+  it('the name limit counts characters, not UTF-16 units: 255 emoji are a name, 256 are not', async () => {
+    const ok = await post({ name: '😀'.repeat(255), type: 'custom', data: { v: 1 } });
+    expect(ok.statusCode).toBe(201);
+    expect(ok.json().name).toBe('😀'.repeat(255));
+    const long = await post({ name: '😀'.repeat(256), type: 'custom', data: {} });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.message).toContain('at most 255 characters');
+  });
 });
 
 describe('GET /api/credentials', () => {
@@ -136,6 +156,12 @@ describe('GET /api/credentials/{identifier}', () => {
     const withData = await get('/api/credentials/noschema?include_data=true');
     expect(withData.json().data).toEqual({ access_token: 'CANARY-tok', token_type: 'Bearer', expires_in: 3600 });
     expect((await get('/api/credentials/nope')).statusCode).toBe(404);
+  });
+
+  it('a bad execution_id is a 400 with the id wording, not an anyOf', async () => {
+    const r = await get('/api/credentials/noschema?include_data=true&execution_id=abc');
+    expect(r.statusCode).toBe(400);
+    expect(r.json().error.message).toBe("query parameter field 'execution_id' must be a decimal integer id");
   });
 
   it('include_data fills the authentication cache: global vs execution scope, repeat refreshes and extends', async () => {
@@ -195,6 +221,32 @@ describe('worker read and delete', () => {
     const id = (await get('/api/credentials/noschema')).json().id;
     expect((await h.app.inject({ method: 'DELETE', url: `/api/credentials/${id}` })).statusCode).toBe(200);
     expect((await h.app.inject({ method: 'DELETE', url: `/api/credentials/${id}` })).statusCode).toBe(404);
+  });
+});
+
+describe('a name of digits is a name', () => {
+  it('the worker read resolves its key by name only; the management API prefers a name to an id', async () => {
+    const foo = (await post({ name: 'digits_foo', type: 'api_key', data: { api_key: 'CANARY-foo' } })).json();
+    // a credential whose name is foo's id
+    const named = (await post({ name: String(foo.id), type: 'api_key', data: { api_key: 'CANARY-named' } })).json();
+    expect(named.id).not.toBe(foo.id);
+
+    const read = await get(`/api/credential/${foo.id}`);
+    expect(read.json()).toMatchObject({ credential_id: named.id, credential_key: String(foo.id), data: { api_key: 'CANARY-named' } });
+    // an id is no credential key
+    expect((await get(`/api/credential/${named.id}`)).statusCode).toBe(404);
+
+    expect((await get(`/api/credentials/${foo.id}`)).json()).toMatchObject({ id: named.id, name: String(foo.id) });
+    // no credential is named like this id: found by id
+    expect((await get(`/api/credentials/${named.id}`)).json()).toMatchObject({ id: named.id });
+    expect((await get(`/api/credentials/${foo.id}?include_data=true`)).json().data).toEqual({ api_key: 'CANARY-named' });
+
+    // DELETE takes the credential of that name, never foo
+    const del = await h.app.inject({ method: 'DELETE', url: `/api/credentials/${foo.id}` });
+    expect(del.json()).toMatchObject({ id: named.id, name: String(foo.id), deleted: true });
+    expect((await get('/api/credentials/digits_foo')).statusCode).toBe(200);
+    // with the name gone, the identifier is foo's id again
+    expect((await get(`/api/credentials/${foo.id}`)).json().name).toBe('digits_foo');
   });
 });
 

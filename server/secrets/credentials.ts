@@ -12,7 +12,7 @@ import * as store from '../store/credentials.js';
 import type { ResourceOwner } from '../../common/protocol.js';
 import { checkClaim, parseOwner } from '../ownership.js';
 import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.js';
-import { iso, isPlainObject, optionalId, parseId } from './common.js';
+import { charLength, iso, isPlainObject, optionalId, parseId } from './common.js';
 import { describeScope, parseScope, scopeAllows } from './scope.js';
 import { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery } from '../../common/secrets.js';
 export { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery };
@@ -108,7 +108,7 @@ export class CredentialService {
     if (input.adopt !== undefined && typeof input.adopt !== 'boolean') throw badRequest('adopt must be a boolean', { field: 'adopt' });
     if (input.adopt === true && !owner) throw badRequest("adopt needs owner: only a resource can adopt what it stored", { field: 'adopt' });
     if (typeof name !== 'string' || name.trim() === '') throw badRequest('name is required (a non-empty string)');
-    if (name.length > 255) throw badRequest('name must be at most 255 characters');
+    if (charLength(name) > 255) throw badRequest('name must be at most 255 characters');
     if (typeof type !== 'string' || !(CREDENTIAL_TYPES as readonly string[]).includes(type)) {
       throw badRequest(`type must be one of ${CREDENTIAL_TYPES.join(', ')}`, { field: 'type' });
     }
@@ -140,7 +140,7 @@ export class CredentialService {
       adopt: input.adopt === true,
     });
     if (!written) {
-      const holder = await store.findCredential(this.db.pool, name);
+      const holder = await store.findCredentialByName(this.db.pool, name);
       checkClaim(`credential '${name}'`, holder?.owner, owner);
       throw new AppError(409, 'conflict', `credential '${name}' changed owner while being written; retry`);
     }
@@ -157,7 +157,7 @@ export class CredentialService {
 
   /** Metadata only unless include_data; include_data stores/refreshes the authentication cache. */
   async get(identifier: string, opts: GetOptions = {}): Promise<CredentialWithData> {
-    const row = await store.findCredential(this.db.pool, identifier);
+    const row = await store.findCredentialByNameOrId(this.db.pool, identifier);
     if (!row) throw notFound(`credential '${identifier}' not found`);
     const out: CredentialWithData = toMeta(row);
     if (!opts.include_data) return out;
@@ -204,7 +204,8 @@ export class CredentialService {
   async read(credentialKey: string, lease?: LeaseProof): Promise<CredentialRead> {
     // The lease first: a non-holder learns nothing, not even whether the credential exists.
     const cmd = lease ? await this.leasedCommand(lease) : undefined;
-    const row = await store.findCredential(this.db.pool, credentialKey);
+    // The key is a credential's name (spec: auth references name credentials), never an id.
+    const row = await store.findCredentialByName(this.db.pool, credentialKey);
     if (!row) throw notFound(`credential '${credentialKey}' not found`);
     if (row.scope && !cmd) {
       throw new AppError(403, 'credential_scoped', `credential '${row.name}' is scoped (${describeScope(row.scope)}): it is served only with the queue_id, worker_id and lease_token of a command of an allowed playbook`);
@@ -236,7 +237,7 @@ export class CredentialService {
 
   /** With `owner`, only when that owner holds the credential (409 otherwise). */
   async remove(identifier: string, owner?: ResourceOwner): Promise<{ id: number; name: string; deleted: true }> {
-    const row = await store.findCredential(this.db.pool, identifier);
+    const row = await store.findCredentialByNameOrId(this.db.pool, identifier);
     if (row && owner) checkClaim(`credential '${row.name}'`, row.owner, owner);
     if (!row || !(await store.deleteCredential(this.db.pool, row.id))) throw notFound(`credential '${identifier}' not found`);
     return { id: Number(row.id), name: row.name, deleted: true };

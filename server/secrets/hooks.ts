@@ -42,10 +42,10 @@ export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHoo
           log.warn({ execution_id: String(executionId), step: sourceStep, var_name: name.slice(0, 64) }, `Failed to render var '${name.slice(0, 64)}': name is empty or longer than 255 characters`);
         }
       }
-      await vars.upsertVars(client, String(executionId), ok, 'step_result', sourceStep);
+      await vars.upsertVars(client, String(executionId), ok, 'step_result', sourceStep, 'engine');
     },
 
-    /** Variables set through the API (every type but `step_result`, which the engine folds itself). */
+    /** Variables set through the API, of any var_type (the engine folds its own from the log; vars.API_VAR_ROW). */
     async loadVars(client: pg.PoolClient, executionId: Id): Promise<JsonObject> {
       const { rows } = await client.query<vars.ApiVarRow>(vars.apiVarsSql('$1'), [String(executionId)]);
       return vars.apiVarsObject(rows);

@@ -215,6 +215,24 @@ describe('scopes, defaults and validation', () => {
     expect((await set(5, 'k', { credential_type: 'x' })).statusCode).toBe(400);
   });
 
+  it('a bad execution_id is a 400 with the shared id wording, not an anyOf', async () => {
+    const q = await h.app.inject({ method: 'GET', url: url(5, 'k', 'scope_type=local&execution_id=abc') });
+    expect(q.statusCode).toBe(400);
+    expect(q.json().error.message).toBe("query parameter field 'execution_id' must be a decimal integer id");
+    const b = await set(5, 'k', { token_data: {}, scope_type: 'local', execution_id: 'abc' });
+    expect(b.statusCode).toBe(400);
+    expect(b.json().error.message).toBe("body field 'execution_id' must be an id: a decimal string or a non-negative integer, or null");
+  });
+
+  it('keychain_name length counts characters, not UTF-16 units', async () => {
+    const name = '😀'.repeat(255);
+    const r = await set(8, encodeURIComponent(name), { token_data: { v: 1 } });
+    expect(r.statusCode).toBe(200);
+    expect(r.json().keychain_name).toBe(name);
+    expect((await get(8, encodeURIComponent(name))).status).toBe('success');
+    expect((await set(8, encodeURIComponent('😀'.repeat(256)), { token_data: { v: 1 } })).statusCode).toBe(400);
+  });
+
   it('schema: store rejects with the messages joined by commas; read only warns', async () => {
     const schema = { required: ['access_token'], types: { expires_in: 'integer' }, fields: ['access_token', 'expires_in'] };
     const bad = await set(6, 's', { token_data: { expires_in: '60', x: 1 }, schema });

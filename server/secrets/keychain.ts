@@ -12,7 +12,7 @@ import type { Cipher } from '../crypto.js';
 import type { JsonObject } from '../../playbook/types.js';
 import * as store from '../store/keychain.js';
 import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.js';
-import { iso, isPlainObject, optionalId, parseId, parseUtcTimestamp } from './common.js';
+import { charLength, iso, isPlainObject, optionalId, parseId, parseUtcTimestamp, writeUnlessCompleted } from './common.js';
 import { type Logger, stderrLogger } from '../../common/logger.js';
 import { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList } from '../../common/secrets.js';
 export { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList };
@@ -77,7 +77,7 @@ function parseScope(v: unknown): ScopeType {
 }
 
 function checkName(name: string): void {
-  if (!name || name.length > 255) throw badRequest('keychain_name must be 1 to 255 characters');
+  if (!name || charLength(name) > 255) throw badRequest('keychain_name must be 1 to 255 characters');
 }
 
 const remaining = (expiresAt: Date) => Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
@@ -176,7 +176,7 @@ export class KeychainService {
       }
       ttl = body.ttl_seconds;
     }
-    const row = await store.upsertKeychain(this.db.pool, {
+    const write: store.KeychainWrite = {
       cache_key: cacheKey,
       keychain_name: name,
       catalog_id: catalogId,
@@ -192,7 +192,12 @@ export class KeychainService {
       ttl_seconds: ttl,
       auto_renew: autoRenew,
       renew_config: renewConfig && redactRenewConfig(renewConfig),
-    });
+    };
+    // A local or shared entry is removed with its execution (shared: the root) at its end; one
+    // stored after a completion would outlive it, so those are written under the execution's lock.
+    const row = executionId
+      ? await writeUnlessCompleted(this.db, executionId, 'local and shared keychain entries', (client) => store.upsertKeychain(client, write))
+      : await store.upsertKeychain(this.db.pool, write);
     const ttlOut = expiresAt ? remaining(row.expires_at) : ttl;
     return {
       status: 'success',

@@ -68,6 +68,15 @@ describe('vars API', () => {
     expect((await setVars(102, { variables: { ['w'.repeat(255)]: 1 } })).json().variables_set).toBe(1);
   });
 
+  it('var_name length counts characters, not UTF-16 units: 255 emoji are fine, 256 are refused', async () => {
+    const r = await setVars(104, { variables: { ['😀'.repeat(128)]: 1, ['😀'.repeat(255)]: 2 } });
+    expect(r.statusCode).toBe(200);
+    expect((await all(104)).count).toBe(2);
+    const long = await setVars(104, { variables: { ['😀'.repeat(256)]: 3 } });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.message).toContain('exceeds 255 characters');
+  });
+
   it('var_type outside the four values, missing variables, bad execution ids are 400', async () => {
     expect((await setVars(103, { variables: { a: 1 }, var_type: 'global' })).statusCode).toBe(400);
     for (const t of ['user_defined', 'step_result', 'computed', 'iterator_state']) {
@@ -104,6 +113,22 @@ describe('ExecutionHooks', () => {
     await setVars(200, { variables: { computed_v: 3 }, var_type: 'computed' });
     const loaded = await h.db.tx((c) => hooks.loadVars(c, '200'));
     expect(loaded).toEqual({ from_api: 'x', computed_v: 3 });
+  });
+
+  it('loadVars returns what the API set, a var_type step_result included, and not what the vars block set', async () => {
+    await h.db.tx((c) => hooks.onVarsSet(c, '203', { engine_v: 1, both: 'engine' }, 'fetch'));
+    await setVars(203, { variables: { api_v: 'x' }, var_type: 'step_result', source_step: 'external' });
+    expect(await h.db.tx((c) => hooks.loadVars(c, '203'))).toEqual({ api_v: 'x' });
+    // the last writer owns a name: the API's over the engine's, and the engine's over the API's
+    await setVars(203, { variables: { both: 'api' }, var_type: 'step_result' });
+    expect(await h.db.tx((c) => hooks.loadVars(c, '203'))).toEqual({ api_v: 'x', both: 'api' });
+    await h.db.tx((c) => hooks.onVarsSet(c, '203', { api_v: 'engine' }, 'fetch'));
+    expect(await h.db.tx((c) => hooks.loadVars(c, '203'))).toEqual({ both: 'api' });
+  });
+
+  it('onVarsSet handles emoji names by characters: 255 kept, 256 skipped', async () => {
+    await h.db.tx((c) => hooks.onVarsSet(c, '204', { ['😀'.repeat(255)]: 1, ['😀'.repeat(256)]: 2 }, 's'));
+    expect(Object.keys((await all(204)).variables)).toEqual(['😀'.repeat(255)]);
   });
 
   it('onVarsSet skips over-long names instead of failing the transaction', async () => {

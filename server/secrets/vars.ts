@@ -6,7 +6,7 @@ import { badRequest, notFound } from '../errors.js';
 import type { Db } from '../db.js';
 import type { Json } from '../../playbook/types.js';
 import * as store from '../store/vars.js';
-import { iso, isPlainObject, parseId } from './common.js';
+import { charLength, iso, isPlainObject, parseId, writeUnlessCompleted } from './common.js';
 import { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse } from '../../common/secrets.js';
 export { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse };
 
@@ -25,7 +25,7 @@ const view = (r: store.VarRow): VarView => ({
 export function checkVarNames(names: string[]): void {
   for (const n of names) {
     if (n.length === 0) throw badRequest('Variable name must not be empty', { var_name: n });
-    if (n.length > MAX_VAR_NAME) throw badRequest(`Variable name '${n}' exceeds ${MAX_VAR_NAME} characters`, { var_name: n });
+    if (charLength(n) > MAX_VAR_NAME) throw badRequest(`Variable name '${n}' exceeds ${MAX_VAR_NAME} characters`, { var_name: n });
   }
 }
 
@@ -58,7 +58,8 @@ export class VarsService {
     if (sourceStep !== null && typeof sourceStep !== 'string') throw badRequest('source_step must be a string or null');
     const variables = body.variables as Record<string, unknown>;
     checkVarNames(Object.keys(variables));
-    const names = await store.upsertVars(this.db.pool, executionId, variables, varType as VarType, sourceStep);
+    const names = await writeUnlessCompleted(this.db, executionId, 'variables',
+      (client) => store.upsertVars(client, executionId, variables, varType as VarType, sourceStep, 'api'));
     return { execution_id: executionId, variables_set: names.length, var_names: names };
   }
 

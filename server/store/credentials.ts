@@ -73,14 +73,28 @@ export async function upsertCredential(db: Queryable, c: UpsertCredential): Prom
   return { row, created: inserted };
 }
 
-/** By id when the identifier is all digits and such a row exists, else by name. */
-export async function findCredential(db: Queryable, identifier: string): Promise<CredentialRow | null> {
-  if (/^\d{1,18}$/.test(identifier)) {
-    const byId = await db.query<CredentialRow>(`SELECT ${COLS} FROM credential WHERE id = $1`, [identifier]);
-    if (byId.rows[0]) return byId.rows[0];
-  }
-  const byName = await db.query<CredentialRow>(`SELECT ${COLS} FROM credential WHERE name = $1`, [identifier]);
-  return byName.rows[0] ?? null;
+/**
+ * By name only: what a credential reference (`auth`, the worker's GET /api/credential/{key}) and
+ * the upsert's owner check mean. A name of digits is a name, never another credential's id.
+ */
+export async function findCredentialByName(db: Queryable, name: string): Promise<CredentialRow | null> {
+  const { rows } = await db.query<CredentialRow>(`SELECT ${COLS} FROM credential WHERE name = $1`, [name]);
+  return rows[0] ?? null;
+}
+
+/**
+ * The management API's identifier (spec: "id or name"): the credential of that NAME when there is
+ * one, else the one of that id. The name wins so that a credential named "2" is never shadowed by
+ * the credential whose id is 2 (nor a delete of "2" taking that other one).
+ */
+export async function findCredentialByNameOrId(db: Queryable, identifier: string): Promise<CredentialRow | null> {
+  // digits only, and few enough to be a bigint: anything else cannot be an id
+  const id = /^\d{1,18}$/.test(identifier) ? identifier : null;
+  const { rows } = await db.query<CredentialRow>(
+    `SELECT ${COLS} FROM credential WHERE name = $1 OR id = $2::bigint ORDER BY (name = $1) DESC LIMIT 1`,
+    [identifier, id],
+  );
+  return rows[0] ?? null;
 }
 
 export interface CredentialFilter {

@@ -33,6 +33,7 @@ import { getPath } from '../engine/context.js';
 import { SharedValues, without, withoutPath } from './shared-values.js';
 import { sessionStatement } from '../db.js';
 import type { Queryable } from './sql.js';
+import { API_VAR_ROW } from './vars.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
 
@@ -99,7 +100,7 @@ function guardSql(p: [string, string, string, string]): string {
        WHERE NOT EXISTS (SELECT 1 FROM queue q WHERE q.queue_id = h.queue_id AND q.status = 'leased'
                             AND q.worker_id = h.worker_id AND q.lease_token = h.lease_token))
   AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
-        WHERE execution_id = ${id} AND var_type <> 'step_result') = ${vars}::jsonb)`;
+        WHERE execution_id = ${id} AND ${API_VAR_ROW}) = ${vars}::jsonb)`;
 }
 
 const SQL = `

@@ -144,6 +144,18 @@ function sortByCodePoints(keys: string[]): string[] {
 
 const SURROGATE = /[\uD800-\uDFFF]/;
 
+/**
+ * An execution's status, read under its lock (pg_advisory_xact_lock(execution_id), held by every
+ * mutation of an execution): until the caller's transaction ends no terminal transition, and so
+ * no cleanup of its variables and keychain entries, can commit in between. null: no such row.
+ */
+export async function lockedStatus(q: Queryable, executionId: string): Promise<ExecutionStatus | null> {
+  await q.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
+  // a statement of its own: its snapshot is taken after the lock, so it sees the last holder's commit
+  const { rows } = await q.query<{ status: ExecutionStatus }>('SELECT status FROM execution WHERE execution_id = $1', [executionId]);
+  return rows[0]?.status ?? null;
+}
+
 /** Step summaries keyed in the order `stepsOf` aggregates them (shorter names first, then bytes). */
 export function orderedSteps(steps: Record<string, StepSummary>): Record<string, StepSummary> {
   const keys = Object.keys(steps);

@@ -24,12 +24,25 @@ export interface ApiVarRow {
   var_value: Json;
 }
 
+/** Who wrote a row (migration 320): the engine's vars block or the vars API. */
+export type VarWriter = 'engine' | 'api';
+
 /**
- * The variables templates see besides the engine's own (every type but `step_result`) of the
- * execution `idExpr`: a parameter (`$1`) or a checked decimal literal (the statement sent with BEGIN).
+ * The rows the engine did not write: the API variables templates see on top of the engine's own
+ * (which it folds from the event log). The API's are marked `written_by = 'api'` whatever their
+ * var_type (the spec allows POSTing `step_result`); a row without the mark comes from before
+ * migration 320 or from a server of the previous version, and its var_type decides as it did
+ * then. The loader (apiVarsSql) and the decision guard (store/decision.ts) must select exactly
+ * these rows, so both use this predicate.
+ */
+export const API_VAR_ROW = `(var_type <> 'step_result' OR written_by = 'api')`;
+
+/**
+ * The API variables (API_VAR_ROW) of the execution `idExpr`: a parameter (`$1`) or a checked
+ * decimal literal (the statement sent with BEGIN).
  */
 export function apiVarsSql(idExpr: string): string {
-  return `SELECT var_name, var_value FROM vars WHERE execution_id = ${idExpr} AND var_type <> 'step_result' ORDER BY var_name`;
+  return `SELECT var_name, var_value FROM vars WHERE execution_id = ${idExpr} AND ${API_VAR_ROW} ORDER BY var_name`;
 }
 
 /** apiVarsSql as a session statement (db.ts). */
@@ -43,23 +56,28 @@ export function apiVarsObject(rows: ApiVarRow[]): JsonObject {
 
 const COLS = 'execution_id::text AS execution_id, var_name, var_type, var_value, source_step, access_count, created_at, accessed_at';
 
-/** Upserts every variable in one statement; returns the names written, in input order. */
+/**
+ * Upserts every variable in one statement; returns the names written, in input order. The last
+ * writer owns a row: `writtenBy` replaces the mark of what it overwrites.
+ */
 export async function upsertVars(
   db: Queryable,
   executionId: string,
   variables: Record<string, unknown>,
   varType: VarType,
   sourceStep: string | null,
+  writtenBy: VarWriter,
 ): Promise<string[]> {
   const names = Object.keys(variables);
   if (names.length === 0) return [];
   const values = names.map((n) => JSON.stringify(variables[n] === undefined ? null : variables[n]));
   await db.query(
-    `INSERT INTO vars (execution_id, var_name, var_type, var_value, source_step)
-     SELECT $1, n, $2, v::jsonb, $3 FROM unnest($4::text[], $5::text[]) AS t(n, v)
+    `INSERT INTO vars (execution_id, var_name, var_type, var_value, source_step, written_by)
+     SELECT $1, n, $2, v::jsonb, $3, $6 FROM unnest($4::text[], $5::text[]) AS t(n, v)
      ON CONFLICT (execution_id, var_name) DO UPDATE SET
-       var_type = EXCLUDED.var_type, var_value = EXCLUDED.var_value, source_step = EXCLUDED.source_step, accessed_at = now()`,
-    [executionId, varType, sourceStep, names, values],
+       var_type = EXCLUDED.var_type, var_value = EXCLUDED.var_value, source_step = EXCLUDED.source_step,
+       written_by = EXCLUDED.written_by, accessed_at = now()`,
+    [executionId, varType, sourceStep, names, values, writtenBy],
   );
   return names;
 }
