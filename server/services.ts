@@ -43,13 +43,19 @@ export interface RegisterResult {
   warnings: PlaybookIssue[];
 }
 
+/** Work done in a registration's transaction (CatalogService.register). */
+export type RegisterAlongside = (client: pg.PoolClient, entry: CatalogEntry) => Promise<void>;
+
 export interface CatalogService {
   /**
    * Validates with the language module; throws invalidPlaybook (422) listing every problem.
    * `adoptVersion`: with `owner`, claims a path that has no owner when its latest version is this
    * one (upgrade adoption of what an operator from before ownership registered).
+   * `alongside`: runs in the registration's transaction once the entry is stored (or found
+   * unchanged), so what it writes — a playbook's declared schedules — commits with the version or
+   * not at all: when it throws, the version is not stored either.
    */
-  register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number): Promise<RegisterResult>;
+  register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number, alongside?: RegisterAlongside): Promise<RegisterResult>;
   /** Latest version unless `version` is given; deleted paths are not found. */
   get(path: string, version?: number): Promise<CatalogEntry | null>;
   getById(catalogId: Id): Promise<CatalogEntry | null>;

@@ -30,6 +30,7 @@ import {
 } from '../../common/contract/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { parseOwner, parseOwnerRef } from '../ownership.js';
+import type { RegisterAlongside } from '../services.js';
 import type { AppContext } from './context.js';
 import { errors } from './schemas.js';
 import { routeSchema } from './support.js';
@@ -63,14 +64,20 @@ export async function catalogRoutes(fastify: FastifyInstance, { deps }: AppConte
     }),
   }, async (req, reply) => {
     // stored as given: '/etc/passwd' is refused by the catalog (no leading '/'), never rewritten
-    // a playbook's schedules are checked before anything is stored (400 naming schedules[i].field)
+    // a playbook's schedules are checked before anything is stored (400 naming schedules[i].field);
+    // their names and owners need the stored path: checked in the registration's transaction below
     const declared = deps.schedules ? parsePlaybook(req.body.content).playbook?.schedules ?? [] : [];
     declared.forEach((d, i) => validateSpec({ ...d, path: req.body.path ?? 'x' }, `schedules[${i}].`));
     if (req.body.adopt_version !== undefined && !req.body.owner) {
       throw badRequest("body field 'adopt_version' needs 'owner': only a resource can adopt what it registered", { field: 'adopt_version' });
     }
-    const r = await deps.catalog.register(req.body.content, req.body.path, parseOwner(req.body.owner), req.body.adopt_version);
-    if (deps.schedules) await deps.schedules.syncPlaybook(r.entry.path, (r.entry.playbook.schedules ?? []).map((d) => ({ ...d, path: r.entry.path })));
+    // The declared schedules are synced in the registration's transaction: a 400 (`<path>:<name>`
+    // too long) or 409 (the name is another source's) there stores no version either.
+    const schedules = deps.schedules;
+    const syncSchedules: RegisterAlongside | undefined = schedules && (async (client, entry) => {
+      await schedules.syncPlaybook(entry.path, (entry.playbook.schedules ?? []).map((d) => ({ ...d, path: entry.path })), client);
+    });
+    const r = await deps.catalog.register(req.body.content, req.body.path, parseOwner(req.body.owner), req.body.adopt_version, syncSchedules);
     return reply.code(r.created ? 201 : 200).send({
       catalog_id: r.entry.catalog_id,
       path: r.entry.path,

@@ -71,6 +71,17 @@ export function listRoutes(app: FastifyInstance): RouteInfo[] {
   return (app as FastifyInstance & { playflowRoutes?: RouteInfo[] }).playflowRoutes ?? [];
 }
 
+/**
+ * Longest path parameter the router accepts (fastify's default is 100, which refuses legitimate
+ * names: vars, credentials and keychain entries are up to 255 characters, schedule names up to 253).
+ * find-my-way measures the decoded parameter (a 255-character name is at most 510 UTF-16 units),
+ * but the bound is the percent-encoded length of the longest name, 255 characters of 4-byte UTF-8
+ * at 12 bytes each = 3060, so it holds however the router counts; 3072 rounds that up. Longer
+ * parameters answer 400 from the router; names within it reach the route's own length check
+ * (400 naming the field). Catalog paths (up to 512) are wildcard parameters, which it never limits.
+ */
+export const MAX_PARAM_LENGTH = 3072;
+
 export function resolveOptions(opts: AppOptions): ResolvedAppOptions {
   return {
     apiToken: opts.apiToken || undefined,
@@ -89,6 +100,7 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
   const app = Fastify({
     ...(logger && typeof logger === 'object' ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger === true }),
     bodyLimit: options.bodyLimit,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Requests are logged once, at debug level, by installRequestMetrics.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',

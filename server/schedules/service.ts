@@ -8,6 +8,7 @@
 import type { JsonObject } from '../../playbook/types.js';
 import type { ScheduleList, ScheduleSource, ScheduleSpec, ScheduleTicks, ScheduleView } from '../../common/protocol.js';
 import { badRequest, conflict, notFound } from '../errors.js';
+import type pg from 'pg';
 import type { Db } from '../db.js';
 import * as store from '../store/schedules.js';
 import { nextTick, parseCron } from './cron.js';
@@ -103,21 +104,27 @@ export class ScheduleService {
   /**
    * A playbook version was registered: its `schedules:` entries become schedules named
    * `<path>:<name>` (the version not pinned unless given), those it no longer declares are removed.
+   * `client`: the registration's transaction (CatalogService.register's `alongside`), so a 400 or
+   * 409 here leaves the version unstored too; without it, a transaction of its own.
+   * Errors name the declaration (`schedules[i].name`): the name is the playbook's to change.
    */
-  async syncPlaybook(path: string, declared: Array<ScheduleSpec & { name: string }>): Promise<string[]> {
-    const specs = declared.map((d, i) => ({ name: `${path.replace(/\//g, '.')}:${d.name}`, v: validateSpec({ ...d, path: d.path ?? path }, `schedules[${i}].`) }));
-    for (const s of specs) checkName(s.name);
-    return this.db.tx(async (client) => {
+  async syncPlaybook(path: string, declared: Array<ScheduleSpec & { name: string }>, client?: pg.PoolClient): Promise<string[]> {
+    const specs = declared.map((d, i) => ({ name: `${path.replace(/\//g, '.')}:${d.name}`, field: `schedules[${i}].name`, v: validateSpec({ ...d, path: d.path ?? path }, `schedules[${i}].`) }));
+    for (const s of specs) checkName(s.name, s.field);
+    const sync = async (c: pg.PoolClient) => {
       for (const s of specs) {
-        const existing = await store.get(client, s.name);
+        const existing = await store.get(c, s.name);
         if (existing && existing.source !== 'playbook') {
-          throw conflict('owned_elsewhere', `schedule '${s.name}' is declared by ${existing.source}`, { source: existing.source });
+          throw conflict('owned_elsewhere', `${s.field}: schedule '${s.name}' is declared by ${existing.source}; rename the playbook's schedule or remove that one there`, {
+            source: existing.source, field: s.field,
+          });
         }
-        await store.upsert(client, { name: s.name, source: 'playbook', ...s.v, next_run: this.firstRun(s.v) });
+        await store.upsert(c, { name: s.name, source: 'playbook', ...s.v, next_run: this.firstRun(s.v) });
       }
-      await store.removePlaybookSchedules(client, path, specs.map((s) => s.name));
+      await store.removePlaybookSchedules(c, path, specs.map((s) => s.name));
       return specs.map((s) => s.name);
-    });
+    };
+    return client ? sync(client) : this.db.tx(sync);
   }
 
   /** The first tick after now (suspended schedules keep one too; the ticker ignores them). */
@@ -126,8 +133,13 @@ export class ScheduleService {
   }
 }
 
-function checkName(name: string): void {
-  if (typeof name !== 'string' || !SCHEDULE_NAME.test(name)) {
-    throw badRequest(`schedule name '${name}' is invalid: letters, digits and _ . : @ + -, starting with a letter or digit, at most 253`, { field: 'name' });
-  }
+/**
+ * `field`: where the name came from — `name` of a PUT, or `schedules[i].name` of a playbook, whose
+ * schedule is named `<path>:<name>`: a path of up to 512 characters can make that too long.
+ */
+function checkName(name: string, field = 'name'): void {
+  if (typeof name === 'string' && SCHEDULE_NAME.test(name)) return;
+  const declared = field === 'name' ? '' : `${field}: `;
+  const length = typeof name === 'string' && name.length > 253 ? ` (it is ${name.length}${declared ? ', <path>:<name> with / as .' : ''})` : '';
+  throw badRequest(`${declared}schedule name '${name}' is invalid: letters, digits and _ . : @ + -, starting with a letter or digit, at most 253${length}`, { field });
 }

@@ -5,7 +5,8 @@
  *   the path is the request's, else metadata.path (400 when neither); identical content at the
  *   latest live version returns that version (created=false); otherwise version = highest version
  *   ever used at the path + 1 (versions are never reused, even after a delete). Concurrent
- *   registrations of one path serialise on an advisory lock of the path.
+ *   registrations of one path serialise on an advisory lock of the path. `alongside` (the app's
+ *   sync of declared schedules) runs in the same transaction: both are stored or neither.
  * - ownership (issue 14): the first writer of a path claims it — a resource (`owner`) or an API
  *   client (none); another writer gets 409 `owned_by_other` (server/ownership.ts). A path whose
  *   versions are all removed is free again. Upgrade adoption: an operator from before ownership
@@ -21,7 +22,7 @@ import { parsePlaybook } from '../../playbook/index.js';
 import { checkCatalogPath, normalizeCatalogPath } from '../../playbook/catalog-path.js';
 import type { Playbook, PlaybookIssue } from '../../playbook/types.js';
 import { badRequest, invalidPlaybook } from '../errors.js';
-import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterResult, CatalogVersion } from '../services.js';
+import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterAlongside, RegisterResult, CatalogVersion } from '../services.js';
 import * as store from './catalog.js';
 import { parseId } from './sql.js';
 import { CATALOG_LIST_LIMIT } from '../../common/contract/catalog.js';
@@ -37,7 +38,7 @@ export class PgCatalogService implements CatalogService {
     private readonly parse: typeof parsePlaybook = parsePlaybook,
   ) {}
 
-  async register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number): Promise<RegisterResult> {
+  async register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number, alongside?: RegisterAlongside): Promise<RegisterResult> {
     if (typeof content !== 'string' || content.trim() === '') throw badRequest('content must be the playbook YAML as a non-empty string');
     const parsed = this.parse(content);
     if (parsed.errors.length > 0 || !parsed.playbook) {
@@ -68,10 +69,13 @@ export class PgCatalogService implements CatalogService {
           await store.setOwner(client, entry.catalog_id, owner);
           entry.owner = owner;
         }
+        await alongside?.(client, entry);
         return { entry, created: false, warnings };
       }
       const version = (await store.maxVersion(client, target)) + 1;
       const entry = await store.insert(client, { path: target, version, content, playbook: stored, contentHash, owner: owner ?? null });
+      // still under the path's lock and uncommitted: a failure here stores no version
+      await alongside?.(client, entry);
       return { entry, created: true, warnings };
     });
   }
