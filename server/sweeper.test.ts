@@ -1,22 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
-import { createDb, type ClosableDb } from './db.js';
-import { migrate } from './store/migrate.js';
+import { migratedDb, type MigratedDb } from '../test/helpers/migrated-db.js';
+import type { ClosableDb } from './db.js';
 import { Sweeper } from './sweeper.js';
 import type { PgExecutionService } from './executions/service.js';
 import type { Outbox } from './executions/outbox.js';
 
-let tdb: TestDatabase;
+let t: MigratedDb;
 let db: ClosableDb;
 beforeAll(async () => {
-  tdb = await createTestDatabase('pf_sweeper');
-  db = createDb(tdb.url, { max: 2 });
-  await migrate(db.pool);
+  t = await migratedDb('pf_sweeper');
+  db = t.db;
 });
-afterAll(async () => {
-  await db?.close();
-  await tdb?.drop();
-});
+afterAll(() => t?.close());
 
 describe('sweeper', () => {
   it('a lease that cannot be reclaimed is logged and the ones after it are still reclaimed', async () => {

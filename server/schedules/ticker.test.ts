@@ -1,21 +1,16 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
-import { createDb, type ClosableDb } from '../db.js';
-import { migrate } from '../store/migrate.js';
+import { migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import type { ClosableDb } from '../db.js';
 import type { Db } from '../services.js';
 import { ScheduleTicker } from './ticker.js';
 
-let tdb: TestDatabase;
+let t: MigratedDb;
 let db: ClosableDb;
 beforeAll(async () => {
-  tdb = await createTestDatabase('pf_ticker');
-  db = createDb(tdb.url, { max: 2 });
-  await migrate(db.pool);
+  t = await migratedDb('pf_ticker');
+  db = t.db;
 });
-afterAll(async () => {
-  await db?.close();
-  await tdb?.drop();
-});
+afterAll(() => t?.close());
 beforeEach(async () => {
   await db.pool.query('DELETE FROM schedule');
 });

@@ -1,20 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../test/helpers/pg.js';
-import { createDb, type ClosableDb } from '../db.js';
-import { migrate } from './migrate.js';
+import { migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import type { ClosableDb } from '../db.js';
 import { loadSnapshot } from './events.js';
 
-let tdb: TestDatabase;
+let t: MigratedDb;
 let db: ClosableDb;
 beforeAll(async () => {
-  tdb = await createTestDatabase('pf_snapshot');
-  db = createDb(tdb.url, { max: 2 });
-  await migrate(db.pool);
+  t = await migratedDb('pf_snapshot');
+  db = t.db;
 });
-afterAll(async () => {
-  await db?.close();
-  await tdb?.drop();
-});
+afterAll(() => t?.close());
 
 async function execution(): Promise<string> {
   const { rows: [cat] } = await db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/' || gen_random_uuid(), 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
