@@ -1,6 +1,5 @@
 /** Small pure helpers of the execution service, and the lock statements every transaction starts with. */
 import { randomBytes } from 'node:crypto';
-import type pg from 'pg';
 import { sessionStatement, type SessionStatement } from '../db.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../engine/contract.js';
@@ -38,6 +37,4 @@ export function lockPrelude(executionId: string): string {
   return `${LOCK_STATEMENT.execute(id)}; ${LAST_SEQ_STATEMENT.execute(id)}`;
 }
 
-export async function lock(client: pg.PoolClient, executionId: string): Promise<void> {
-  await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
-}
+export { lockExecution as lock } from '../store/executions.js';

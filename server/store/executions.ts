@@ -144,13 +144,18 @@ function sortByCodePoints(keys: string[]): string[] {
 
 const SURROGATE = /[\uD800-\uDFFF]/;
 
+/** The execution's lock, held until the transaction ends by every mutation of an execution. */
+export async function lockExecution(q: Queryable, executionId: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
+}
+
 /**
- * An execution's status, read under its lock (pg_advisory_xact_lock(execution_id), held by every
- * mutation of an execution): until the caller's transaction ends no terminal transition, and so
- * no cleanup of its variables and keychain entries, can commit in between. null: no such row.
+ * An execution's status, read under its lock: until the caller's transaction ends no terminal
+ * transition, and so no cleanup of its variables and keychain entries, can commit in between.
+ * null: no such row.
  */
 export async function lockedStatus(q: Queryable, executionId: string): Promise<ExecutionStatus | null> {
-  await q.query('SELECT pg_advisory_xact_lock($1::bigint)', [executionId]);
+  await lockExecution(q, executionId);
   // a statement of its own: its snapshot is taken after the lock, so it sees the last holder's commit
   const { rows } = await q.query<{ status: ExecutionStatus }>('SELECT status FROM execution WHERE execution_id = $1', [executionId]);
   return rows[0]?.status ?? null;
