@@ -8,6 +8,7 @@
 import type { Json, JsonObject, RetryPolicy, RetryThen, Step, Tool } from '../../playbook/types.js';
 import { getPath } from './context.js';
 import { StepError, cond, render, renderTool } from './render.js';
+import { withoutLiterals } from './rules.js';
 import { combine, isObject, type Chain, type CollectMode, type CommandRecord, type Effects, type RunState } from './state.js';
 
 /** Case `retry` and error-side retry policies without max_attempts. */
@@ -248,7 +249,6 @@ function firstCollectPolicy(def: Step): number | undefined {
 
 type Side = 'error' | 'response' | 'either';
 const sides = new WeakMap<object, Side>();
-const LITERALS = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g;
 const ERROR_REFS = /(?<![\w.])error\b|\bevent\.payload\.error\b/;
 const RESPONSE_REFS = /(?<![\w.])(response|page|pages|result)\b|\bevent\.payload\.response\b/;
 
@@ -262,7 +262,7 @@ const RESPONSE_REFS = /(?<![\w.])(response|page|pages|result)\b|\bevent\.payload
 function handles(policy: RetryPolicy, ok: boolean): boolean {
   let side = sides.get(policy);
   if (side === undefined) {
-    const code = String(policy.when).replace(LITERALS, "''");
+    const code = withoutLiterals(String(policy.when));
     const onError = ERROR_REFS.test(code);
     const onResponse = RESPONSE_REFS.test(code);
     side = onError === onResponse ? 'either' : onError ? 'error' : 'response';

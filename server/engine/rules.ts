@@ -41,6 +41,11 @@ export function indexPlaybook(pb: Playbook): PlaybookIndex {
 }
 
 const STRING_LITERAL = /'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g;
+
+/** An expression with its string literals blanked: the names it reads, not the text it compares. */
+export function withoutLiterals(expr: string): string {
+  return expr.replace(STRING_LITERAL, "''");
+}
 const CALL_REFS = /(?<![\w.])(response|error|result|page|pages|_retry|_loop|loop_index)\b|\bevent\.payload\.(response|error)\b/;
 const NEGATED = /!=|\bnot\b/;
 
@@ -55,8 +60,9 @@ export function caseEvents(entry: CaseEntry, step?: Step): ReadonlySet<string> {
 }
 
 export function classify(when: string, iterator?: string): ReadonlySet<string> {
+  const code = withoutLiterals(when);
   if (/\bevent\.name\b/.test(when) || /\bevent\[\s*['"]name['"]\s*\]/.test(when)) {
-    if (NEGATED.test(when.replace(STRING_LITERAL, "''"))) return new Set(CONTROL_EVENTS);
+    if (NEGATED.test(code)) return new Set(CONTROL_EVENTS);
     const named = new Set<string>();
     for (const lit of when.match(STRING_LITERAL) ?? []) {
       const v = lit.slice(1, -1);
@@ -64,7 +70,6 @@ export function classify(when: string, iterator?: string): ReadonlySet<string> {
     }
     return named.size ? named : new Set(CONTROL_EVENTS);
   }
-  const code = when.replace(STRING_LITERAL, "''");
   const onCall = CALL_REFS.test(code) || (iterator !== undefined && /^\w+$/.test(iterator) && new RegExp(`(?<![\\w.])${iterator}\\b`).test(code));
   return new Set([onCall ? 'call.done' : 'step.exit']);
 }
