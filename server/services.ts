@@ -58,7 +58,8 @@ export interface CatalogService {
   register(content: string, path?: string, owner?: ResourceOwner, adoptVersion?: number, alongside?: RegisterAlongside): Promise<RegisterResult>;
   /** Latest version unless `version` is given; deleted paths are not found. */
   get(path: string, version?: number): Promise<CatalogEntry | null>;
-  getById(catalogId: Id): Promise<CatalogEntry | null>;
+  /** `includeDeleted`: a removed path's versions too (its running executions keep them). */
+  getById(catalogId: Id, opts?: { includeDeleted?: boolean }): Promise<CatalogEntry | null>;
   list(opts?: { prefix?: string; limit?: number; offset?: number }): Promise<CatalogSummary[]>;
   /**
    * Removes a path from listings and lookups; running executions keep their version. With

@@ -15,8 +15,7 @@ import type {} from '@fastify/swagger'; // route schema fields tags/summary for 
 import { errors, idInput, idParam } from './schemas.js';
 import { safeName } from './support.js';
 import { notFound } from '../errors.js';
-import type { CatalogService, Db } from '../services.js';
-import * as catalogStore from '../store/catalog.js';
+import type { CatalogService } from '../services.js';
 import { parseId } from '../store/sql.js';
 import type { AppPlugin } from './context.js';
 import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
@@ -53,17 +52,18 @@ export interface KeychainPluginOptions {
 type P = { catalog_id: string; keychain_name: string };
 type Q = { execution_id?: string; scope_type?: string };
 
-export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'>; db?: Pick<Db, 'pool'> }): Promise<void> {
+export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'> }): Promise<void> {
   const svc = opts.keychain;
   if (!svc) return;
   // Entries belong to a playbook of the catalog: storing one for an id that does not exist is a
   // 404, not an orphan row. (Suites that mount the keychain without the catalog skip the check.)
   // A removed path's versions count: its running executions keep their version and go on storing
-  // tokens under its id, which catalog.getById (live versions only) would refuse.
+  // tokens under its id, which a read of live versions only would refuse.
+  const catalog = opts.catalog;
   const requireCatalog = async (catalogId: string) => {
-    if (!opts.catalog || !opts.db) return;
-    const id = parseId(catalogId);
-    if (!id || !(await catalogStore.getById(opts.db.pool, id, { includeDeleted: true }))) throw notFound(`catalog entry ${catalogId} not found`);
+    if (!catalog) return;
+    // an id no row can have (0, beyond int64) is not found either, not a 400 from the catalog
+    if (!parseId(catalogId) || !(await catalog.getById(catalogId, { includeDeleted: true }))) throw notFound(`catalog entry ${catalogId} not found`);
   };
   const tags = ['keychain'];
 

@@ -85,10 +85,10 @@ export class PgCatalogService implements CatalogService {
     return store.getLive(this.db.pool, path, version);
   }
 
-  async getById(catalogId: string): Promise<CatalogEntry | null> {
+  async getById(catalogId: string, opts: { includeDeleted?: boolean } = {}): Promise<CatalogEntry | null> {
     const id = parseId(catalogId);
     if (!id) throw badRequest(`catalog_id '${catalogId}' is not an id`);
-    return store.getById(this.db.pool, id);
+    return store.getById(this.db.pool, id, opts);
   }
 
   async list(opts: { prefix?: string; limit?: number; offset?: number } = {}): Promise<CatalogSummary[]> {
