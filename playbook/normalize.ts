@@ -30,7 +30,7 @@ import {
   type ToolKind,
   type WorkbookTask,
 } from './types.js';
-import { Issues, describeType, formatPath, isPlainObject, type PathSeg } from './issues.js';
+import { Issues, closest, describeType, formatPath, isPlainObject, type PathSeg } from './issues.js';
 import { isLegacyOperation, operationToTool } from './legacy-operations.js';
 import { checkCatalogPath, normalizeCatalogPath } from './catalog-path.js';
 import { checkToolSpec } from './schema-check.js';
@@ -51,6 +51,40 @@ export const ACTION_NAMES = ['call', 'retry', 'collect', 'sink', 'set', 'result'
 /** v1 `type` spellings that are not v2 kind names. */
 const V1_KIND_ALIASES: Record<string, ToolKind> = { secrets: 'secret', playbooks: 'playbook' };
 const ROUTING_TYPES = new Set(['start', 'end']);
+
+/**
+ * The field a tool kind cannot run without. `names`: the spellings an author writes (the field
+ * and its synonym, normalised into it before the check); `provided`: every field that gives it
+ * at run time (legacy spellings the worker still reads, a `script` it loads, the table write of
+ * postgres and duckdb, a legacy table `operation`).
+ */
+interface ToolNeed {
+  field: string;
+  names: readonly string[];
+  provided: readonly string[];
+  what: string;
+}
+const TOOL_NEEDS: Partial<Record<ToolKind, ToolNeed>> = {
+  http: { field: 'endpoint', names: ['endpoint', 'url'], provided: ['endpoint'], what: "'endpoint' (or its synonym 'url'): the URL to call" },
+  postgres: {
+    field: 'command', names: ['command', 'query'], provided: ['command', 'statement', 'sql', 'script', 'table', 'operation'],
+    what: "'command' (or its synonym 'query'): the SQL to run, or 'table' with args for a table write",
+  },
+  duckdb: {
+    field: 'query', names: ['query', 'command'], provided: ['query', 'command', 'sql', 'table'],
+    what: "'query' (or 'command'): the SQL to run, or 'table' with args for a table write",
+  },
+  playbook: { field: 'path', names: ['path'], provided: ['path'], what: "'path': the catalog path of the playbook to run" },
+};
+
+/**
+ * The step writes a tool (`tool`, `call`, a `type` other than start/end): when it has none after
+ * normalisation, an error already says why (an unknown call type, v1 `type` in a v2 document, …).
+ */
+function writesTool(raw: Record<string, unknown>): boolean {
+  if (raw.tool !== undefined || raw.call !== undefined) return true;
+  return raw.type !== undefined && !(typeof raw.type === 'string' && ROUTING_TYPES.has(raw.type));
+}
 
 const LOOP_VAR = /(?<![\w.])_loop\.(index|count)\b/g;
 const WHOLE_TEMPLATE = /^\s*\{\{([\s\S]*)\}\}\s*$/;
@@ -170,6 +204,8 @@ class Normalizer {
     if (!isPlainObject(raw)) return undefined;
     if (isPlainObject(raw.tool)) {
       const task: WorkbookTask = { name: String(raw.name ?? ''), tool: this.tool(raw.tool, [...path, 'tool']) };
+      // v1 workbook entries are not checked by the schema, so a misspelt field is named here
+      this.toolNeeds(task.tool, [...path, 'tool'], 'tool', !this.v1);
       if (typeof raw.desc === 'string') task.desc = raw.desc;
       return task;
     }
@@ -182,6 +218,7 @@ class Normalizer {
     this.issues.warn(path, "deprecated: workbook task with inline 'type'; write {name, tool: {kind, ...}}");
     const kind = isToolKind(type) ? type : V1_KIND_ALIASES[type as string];
     const out: WorkbookTask = { name: String(task ?? name ?? ''), tool: this.tool({ kind, ...attrs }, path) };
+    this.toolNeeds(out.tool, path, 'tool', !this.v1);
     if (typeof desc === 'string') out.desc = desc;
     return out;
   }
@@ -233,6 +270,15 @@ class Normalizer {
       const retry = this.retry(raw.retry, [...path, 'retry']);
       if (retry.length) step.retry = retry;
     }
+    if (!step.tool && !writesTool(raw)) {
+      // the engine exits a step without a tool at once: a loop or retry on it would never apply
+      if (step.loop) {
+        this.issues.error([...path, 'loop'], "loop runs the step's tool once per item, but this step has no tool, so the loop would be ignored; give the step a tool or remove loop");
+      }
+      if (step.retry) {
+        this.issues.error([...path, 'retry'], "retry re-runs the step's tool call, but this step has no tool, so the retry policies would be ignored; give the step a tool or remove retry");
+      }
+    }
     return step;
   }
 
@@ -257,7 +303,14 @@ class Normalizer {
         this.issues.warn([...path, 'with'], "deprecated: step-level 'with' is 'args' in v2");
       }
     }
-    if (raw.tool !== undefined) return this.tool(raw.tool, [...path, 'tool']);
+    if (raw.tool !== undefined) {
+      const tool = this.tool(raw.tool, [...path, 'tool']);
+      // a needed field written on the step beside the tool is reported there (removed or unknown step field)
+      const need = Object.hasOwn(TOOL_NEEDS, tool.kind) ? TOOL_NEEDS[tool.kind] : undefined;
+      const misplaced = need && [...need.names, ...need.provided].some((f) => raw[f] !== undefined);
+      if (isPlainObject(raw.tool) && !misplaced) this.toolNeeds(tool, [...path, 'tool'], 'tool', true);
+      return tool;
+    }
     if (raw.call !== undefined) return this.legacyCall(raw.call, [...path, 'call']);
     if (this.v1 && raw.type !== undefined) return this.v1Tool(raw, path, step);
     return undefined;
@@ -316,7 +369,23 @@ class Normalizer {
     if (merged.kind !== undefined && isToolKind(merged.kind)) {
       for (const issue of checkToolSpec(merged, path, origin)) this.issues.error(issue.path, issue.message);
     }
-    return this.tool(merged, inner ? [...path, 'tool'] : path);
+    const tool = this.tool(merged, inner ? [...path, 'tool'] : path);
+    this.toolNeeds(tool, path, 'sink', true);
+    return tool;
+  }
+
+  /**
+   * The field the tool's kind cannot run without (TOOL_NEEDS), reported at `at`, where the
+   * author writes the tool's fields. `checked`: the schema also checks these fields, and its
+   * "unknown field …; did you mean" already explains a misspelt one, so it is not reported twice.
+   */
+  private toolNeeds(tool: Tool, at: PathSeg[], what: 'tool' | 'sink', checked: boolean): void {
+    const need = Object.hasOwn(TOOL_NEEDS, tool.kind) ? TOOL_NEEDS[tool.kind] : undefined;
+    if (!need || need.provided.some((f) => tool[f] !== undefined && tool[f] !== null)) return;
+    const typo = Object.keys(tool).find((k) => k !== 'kind' && !need.provided.includes(k) && closest(k, need.names) !== undefined);
+    if (typo && checked) return;
+    const hint = typo ? `; '${typo}' is not one of its fields: did you mean '${closest(typo, need.names)}'?` : '';
+    this.issues.error([...at, need.field], `${tool.kind === 'http' ? 'an' : 'a'} ${tool.kind} ${what} needs ${need.what}${hint}`);
   }
 
   /** `call: {name, type, args}` of the legacy task guide. */
@@ -341,7 +410,9 @@ class Normalizer {
     const fields: JsonObject = { kind, ...args };
     // For a workbook call the call's name is the task to run.
     if (kind === 'workbook' && fields.name === undefined && typeof raw.name === 'string') fields.name = raw.name;
-    return this.tool(fields, [...path, 'args']);
+    const tool = this.tool(fields, [...path, 'args']);
+    this.toolNeeds(tool, [...path, 'args'], 'tool', false);
+    return tool;
   }
 
   /** v1 step: `type` plus inline tool attributes (`endpoint`, `command`, `code`, …). */
@@ -375,7 +446,9 @@ class Normalizer {
       delete attrs.task;
     }
     this.issues.warn([...path, 'type'], `deprecated: 'type: ${String(type)}' with inline attributes; write tool: {kind: ${kind}, ...}`);
-    return this.tool({ kind, ...attrs }, path);
+    const tool = this.tool({ kind, ...attrs }, path);
+    this.toolNeeds(tool, path, 'tool', false);
+    return tool;
   }
 
   private loop(raw: unknown, path: PathSeg[]): Loop | undefined {
@@ -665,15 +738,26 @@ class Normalizer {
    */
   private number(v: unknown, path: PathSeg[]): NumberOrTemplate | undefined {
     if (v === undefined || v === null) return undefined;
-    if (typeof v === 'number') return v;
+    if (typeof v === 'number') return this.notNegative(v, path);
     if (typeof v === 'string') {
       if (/\{\{|\{%/.test(v)) return v;
-      if (v.trim() !== '' && Number.isFinite(Number(v))) return Number(v);
+      if (v.trim() !== '' && Number.isFinite(Number(v))) return this.notNegative(Number(v), path);
       this.issues.error(path, `must be a number or a template, got '${v}'`);
       return undefined;
     }
     this.issues.error(path, `must be a number or a template, got ${describeType(v)}`);
     return undefined;
+  }
+
+  /**
+   * Every setting `number` reads is a count (attempts, iterations) or a delay and its factor: a
+   * negative one has no meaning, so a literal one is refused here; a template is rendered when it
+   * applies (the engine's `numbers`).
+   */
+  private notNegative(n: number, path: PathSeg[]): number {
+    // kept as written: the error refuses the playbook, and a dropped value would add a warning
+    if (n < 0) this.issues.error(path, `${String(path[path.length - 1])} must not be negative, got ${n}`);
+    return n;
   }
 
   private retryThen(raw: unknown, path: PathSeg[]): RetryThen {

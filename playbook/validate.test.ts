@@ -218,3 +218,166 @@ describe('python code shapes', () => {
     expect(issuesFor(undefined)).toEqual([['error', "a python tool needs"]]);
   });
 });
+
+describe('fields a tool kind cannot run without', () => {
+  const errors = (workflow: string, head = 'apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\n') =>
+    parsePlaybook(`${head}workflow:\n${workflow}`).errors.map((e) => [e.path, e.message]);
+
+  it('refuses an http tool without endpoint (or url)', () => {
+    expect(errors('  - step: start\n    tool: {kind: http, method: GET, params: {q: 1}}\n')).toEqual([
+      ['workflow[0].tool.endpoint', "an http tool needs 'endpoint' (or its synonym 'url'): the URL to call"],
+    ]);
+  });
+
+  it('refuses a playbook tool without path', () => {
+    expect(errors('  - step: start\n    tool: {kind: playbook, args: {n: 1}}\n')).toEqual([
+      ['workflow[0].tool.path', "a playbook tool needs 'path': the catalog path of the playbook to run"],
+    ]);
+  });
+
+  it('refuses a postgres tool without SQL or a table write, and a duckdb tool likewise', () => {
+    expect(errors('  - step: start\n    tool: {kind: postgres, auth: pg, args: [1]}\n    next: q\n  - step: q\n    tool: {kind: duckdb, database: /tmp/x.duckdb}\n')).toEqual([
+      ['workflow[0].tool.command', "a postgres tool needs 'command' (or its synonym 'query'): the SQL to run, or 'table' with args for a table write"],
+      ['workflow[1].tool.query', "a duckdb tool needs 'query' (or 'command'): the SQL to run, or 'table' with args for a table write"],
+    ]);
+  });
+
+  it('checks workbook task tools, legacy call and v1 inline tools and sinks at the path the author writes', () => {
+    expect(
+      errors(`  - step: start
+    call: {type: http, args: {method: GET}}
+    case:
+      - when: "{{ event.name == 'call.done' }}"
+        then:
+          sink: {tool: {kind: postgres, auth: pg}, args: {a: 1}}
+    next: wb
+  - step: wb
+    tool: {kind: workbook, name: child}
+`, 'apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkbook:\n  - {name: child, tool: {kind: playbook, args: {n: 1}}}\n'),
+    ).toEqual([
+      ['workbook[0].tool.path', "a playbook tool needs 'path': the catalog path of the playbook to run"],
+      ['workflow[0].call.args.endpoint', "an http tool needs 'endpoint' (or its synonym 'url'): the URL to call"],
+      ['workflow[0].case[0].then.sink.command', "a postgres sink needs 'command' (or its synonym 'query'): the SQL to run, or 'table' with args for a table write"],
+    ]);
+    expect(errors('  - step: start\n    type: duckdb\n    database: x.duckdb\n    comand: SELECT 1\n', 'apiVersion: noetl.io/v1\nkind: Playbook\nmetadata: {name: t}\n')).toEqual([
+      ['workflow[0].query', "a duckdb tool needs 'query' (or 'command'): the SQL to run, or 'table' with args for a table write; 'comand' is not one of its fields: did you mean 'command'?"],
+    ]);
+  });
+
+  it('reports a misspelt or misplaced field once, where it is written', () => {
+    expect(errors('  - step: start\n    tool: {kind: http, endpiont: "https://e"}\n')).toEqual([
+      ['workflow[0].tool.endpiont', "unknown field 'endpiont' in 'tool' of step 'start'; did you mean 'endpoint'?"],
+    ]);
+    expect(errors('  - step: start\n    tool: {kind: http}\n    url: "https://e"\n').map(([p]) => p)).toEqual(['workflow[0].url']);
+  });
+
+  it('accepts every form that provides the field: synonyms, templates, table writes, scripts, legacy and reference forms', () => {
+    expect(
+      errors(`  - step: start
+    tool: {kind: http, url: "{{ workload.base }}/x", auth: api}
+    next: pg
+  - step: pg
+    tool: {kind: postgres, auth: "{{ workload.pg }}", query: "{{ workload.sql }}"}
+    next: table
+  - step: table
+    tool: {kind: postgres, auth: pg, table: t, args: {a: 1}}
+    next: script
+  - step: script
+    tool: {kind: postgres, auth: pg, script: {path: sql/load.sql}}
+    next: duck
+  - step: duck
+    tool: {kind: duckdb, command: SELECT 1}
+    next: child
+  - step: child
+    tool: {kind: playbook, path: "{{ workload.child }}"}
+    next: op
+  - step: op
+    call: {type: http.get, args: {url: "https://e"}}
+    next: ref
+  - step: ref
+    tool: http
+    url: "https://e"
+`, 'apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t}\n'),
+    ).toEqual([]);
+    expect(
+      errors(`  - step: start
+    type: postgres
+    sql: SELECT 1
+    next: dd
+  - step: dd
+    type: duckdb
+    sql: SELECT 1
+    next: sub
+  - step: sub
+    type: playbooks
+    path: child/x
+`, 'apiVersion: noetl.io/v1\nkind: Playbook\nmetadata: {name: t}\n'),
+    ).toEqual([]);
+  });
+});
+
+describe('loop and retry need a tool', () => {
+  const errors = (workflow: string) => parsePlaybook(`apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkflow:\n${workflow}`).errors.map((e) => [e.path, e.message]);
+
+  it('refuses loop and retry on a step without a tool', () => {
+    expect(errors(`  - step: start
+    loop: {in: [1, 2], iterator: n}
+    next: again
+  - step: again
+    retry: [{when: "{{ error }}", then: {max_attempts: 2}}]
+`)).toEqual([
+      ['workflow[0].loop', "loop runs the step's tool once per item, but this step has no tool, so the loop would be ignored; give the step a tool or remove loop"],
+      ['workflow[1].retry', "retry re-runs the step's tool call, but this step has no tool, so the retry policies would be ignored; give the step a tool or remove retry"],
+    ]);
+  });
+
+  it('does not add to the error of a tool that could not be read', () => {
+    expect(errors('  - step: start\n    call: {type: ftp.upload, args: {}}\n    loop: {in: [1]}\n').map(([p]) => p)).toEqual(['workflow[0].call.type']);
+    expect(errors('  - step: start\n    type: http\n    loop: {in: [1]}\n').map(([p]) => p)).toEqual(['workflow[0].type']);
+  });
+});
+
+describe('retry and pagination settings', () => {
+  const errors = (workflow: string) => parsePlaybook(`apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkflow:\n${workflow}`).errors.map((e) => [e.path, e.message]);
+
+  it('refuses negative literal counts and delays, naming the field', () => {
+    expect(
+      errors(`  - step: start
+    tool: {kind: http, endpoint: "https://e"}
+    loop:
+      pagination: {type: response_based, continue_while: "{{ true }}", merge_strategy: append, max_iterations: -1, retry: {max_attempts: "-2", initial_delay: -0.5, max_delay: -60}}
+    retry:
+      - when: "{{ error }}"
+        then: {max_attempts: -3, initial_delay: -1, backoff_multiplier: -2}
+      - {when: "{{ response.more }}", then: {max_attempts: 0, initial_delay: 0, max_delay: 0}}
+    case:
+      - when: "{{ event.name == 'call.done' and error is defined }}"
+        then: {retry: {max_attempts: -1, max_delay: -5}}
+`),
+    ).toEqual([
+      ['workflow[0].loop.pagination.max_iterations', 'max_iterations must not be negative, got -1'],
+      ['workflow[0].loop.pagination.retry.max_attempts', 'max_attempts must not be negative, got -2'],
+      ['workflow[0].loop.pagination.retry.initial_delay', 'initial_delay must not be negative, got -0.5'],
+      ['workflow[0].loop.pagination.retry.max_delay', 'max_delay must not be negative, got -60'],
+      ['workflow[0].case[0].then.retry.max_attempts', 'max_attempts must not be negative, got -1'],
+      ['workflow[0].case[0].then.retry.max_delay', 'max_delay must not be negative, got -5'],
+      ['workflow[0].retry[0].then.max_attempts', 'max_attempts must not be negative, got -3'],
+      ['workflow[0].retry[0].then.backoff_multiplier', 'backoff_multiplier must not be negative, got -2'],
+      ['workflow[0].retry[0].then.initial_delay', 'initial_delay must not be negative, got -1'],
+    ]);
+  });
+
+  it('refuses them in the legacy retry forms too, and leaves templates to the engine', () => {
+    expect(errors(`  - step: start
+    tool: {kind: http, endpoint: "https://e"}
+    retry: {on_error: {max_attempts: -1, initial_delay: "{{ workload.delay }}"}}
+    next: b
+  - step: b
+    tool: {kind: http, endpoint: "https://e"}
+    retry: {when: "{{ error }}", max_attempts: "{{ workload.n }}", backoff_multiplier: -1}
+`)).toEqual([
+      ['workflow[0].retry.on_error.max_attempts', 'max_attempts must not be negative, got -1'],
+      ['workflow[1].retry.backoff_multiplier', 'backoff_multiplier must not be negative, got -1'],
+    ]);
+  });
+});
