@@ -125,6 +125,8 @@ export function numbers<T extends object, K extends keyof T & string>(o: T, keys
     const r = render(v, ctx, `${field}.${k}`);
     const n = typeof r === 'number' ? r : typeof r === 'string' && r.trim() !== '' ? Number(r) : NaN;
     if (!Number.isFinite(n)) throw new StepError({ message: `${field}.${k} must be a number, but '${v}' rendered to ${JSON.stringify(r)}`, field: `${field}.${k}` });
+    // counts and delays: the literal forms are refused at registration (playbook/normalize.ts)
+    if (n < 0) throw new StepError({ message: `${field}.${k} must not be negative, but '${v}' rendered to ${n}`, field: `${field}.${k}` });
     if (out === o) out = { ...o };
     (out as Record<string, unknown>)[k] = n;
   }

@@ -1260,6 +1260,22 @@ workflow:
     check: (r) => expect(r.state.steps.s.error).toMatchObject({ field: 'retry[0].then.max_attempts', message: expect.stringContaining('must be a number') }),
   },
   {
+    name: 'a retry setting whose template renders a negative number fails the step, naming the field',
+    yaml: `
+workload: {delay: -5}
+workflow:
+  - step: s
+    tool: {kind: http, method: GET, url: "http://api/down"}
+    retry:
+      - when: "{{ error }}"
+        then: {max_attempts: 3, initial_delay: "{{ workload.delay }}"}
+`,
+    worker: () => httpError(500),
+    status: 'failed',
+    calls: ['s#1'],
+    check: (r) => expect(r.state.steps.s.error).toMatchObject({ field: 'retry[0].then.initial_delay', message: "retry[0].then.initial_delay must not be negative, but '{{ workload.delay }}' rendered to -5" }),
+  },
+  {
     name: 'policies top to bottom, first truthy when wins (error side before success side)',
     yaml: `
 workflow:
