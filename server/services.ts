@@ -46,6 +46,9 @@ export interface RegisterResult {
 /** Work done in a registration's transaction (CatalogService.register). */
 export type RegisterAlongside = (client: pg.PoolClient, entry: CatalogEntry) => Promise<void>;
 
+/** Work done in a removal's transaction (CatalogService.remove). */
+export type RemoveAlongside = (client: pg.PoolClient, path: string) => Promise<void>;
+
 export interface CatalogService {
   /**
    * Validates with the language module; throws invalidPlaybook (422) listing every problem.
@@ -63,9 +66,11 @@ export interface CatalogService {
   list(opts?: { prefix?: string; limit?: number; offset?: number }): Promise<CatalogSummary[]>;
   /**
    * Removes a path from listings and lookups; running executions keep their version. With
-   * `owner`, only when that owner holds the path (409 otherwise).
+   * `owner`, only when that owner holds the path (409 otherwise). `alongside` runs in the
+   * removal's transaction when there was a path to remove (its declared schedules go with it):
+   * when it throws, the path is not removed either.
    */
-  remove(path: string, owner?: ResourceOwner): Promise<boolean>;
+  remove(path: string, owner?: ResourceOwner, alongside?: RemoveAlongside): Promise<boolean>;
   /** Latest live version and owner of each known path (the operator's drift check). */
   versions(paths: string[]): Promise<Array<{ path: string; version: number; owner?: ResourceOwner }>>;
   /** Live versions at a path, newest first; empty when the path is unknown. */

@@ -30,7 +30,7 @@ import {
 } from '../../common/contract/index.js';
 import { badRequest, notFound } from '../errors.js';
 import { parseOwner, parseOwnerRef } from '../ownership.js';
-import type { RegisterAlongside } from '../services.js';
+import type { RegisterAlongside, RemoveAlongside } from '../services.js';
 import type { AppContext } from './context.js';
 import { errors } from './schemas.js';
 import { routeSchema } from './support.js';
@@ -149,8 +149,11 @@ export async function catalogRoutes(fastify: FastifyInstance, { deps }: AppConte
     }),
   }, async (req) => {
     const path = catalogPath(req.params['*']);
-    if (!(await deps.catalog.remove(path, parseOwnerRef(req.query.owner)))) throw notFound(`playbook '${path}' not found`, { path });
-    if (deps.schedules) await deps.schedules.syncPlaybook(path, []); // its declared schedules go with it
+    // its declared schedules go with it, in the removal's transaction: never a schedule left
+    // starting a removed path, nor a path kept while its schedules went
+    const schedules = deps.schedules;
+    const dropSchedules: RemoveAlongside | undefined = schedules && (async (client, removed) => { await schedules.syncPlaybook(removed, [], client); });
+    if (!(await deps.catalog.remove(path, parseOwnerRef(req.query.owner), dropSchedules))) throw notFound(`playbook '${path}' not found`, { path });
     return { status: 'deleted' as const, path };
   });
 }

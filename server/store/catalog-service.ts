@@ -22,7 +22,7 @@ import { parsePlaybook } from '../../playbook/index.js';
 import { checkCatalogPath, normalizeCatalogPath } from '../../playbook/catalog-path.js';
 import type { Playbook, PlaybookIssue } from '../../playbook/types.js';
 import { badRequest, invalidPlaybook } from '../errors.js';
-import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterAlongside, RegisterResult, CatalogVersion } from '../services.js';
+import type { CatalogEntry, CatalogService, CatalogSummary, Db, RegisterAlongside, RegisterResult, RemoveAlongside, CatalogVersion } from '../services.js';
 import * as store from './catalog.js';
 import { parseId } from './sql.js';
 import { CATALOG_LIST_LIMIT } from '../../common/contract/catalog.js';
@@ -97,14 +97,18 @@ export class PgCatalogService implements CatalogService {
     return store.listLatest(this.db.pool, { prefix: opts.prefix, limit, offset });
   }
 
-  async remove(path: string, owner?: ResourceOwner): Promise<boolean> {
-    if (!owner) return store.softDelete(this.db.pool, path);
+  async remove(path: string, owner?: ResourceOwner, alongside?: RemoveAlongside): Promise<boolean> {
+    if (!owner && !alongside) return store.softDelete(this.db.pool, path);
     return this.db.tx(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [CATALOG_LOCK_NS, path]);
-      const latest = await store.latestLive(client, path);
-      if (!latest) return false;
-      checkClaim(`catalog path '${path}'`, latest.owner, owner);
-      return store.softDelete(client, path);
+      if (owner) {
+        const latest = await store.latestLive(client, path);
+        if (!latest) return false;
+        checkClaim(`catalog path '${path}'`, latest.owner, owner);
+      }
+      if (!(await store.softDelete(client, path))) return false;
+      await alongside?.(client, path);
+      return true;
     });
   }
 

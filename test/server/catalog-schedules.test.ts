@@ -2,7 +2,8 @@
  * A registration and the sync of the schedules its playbook declares are one unit (one
  * transaction): a declaration refused there — `<path>:<name>` longer than 253 characters (400), or
  * a name another source holds (409) — stores no version and changes no schedule, and the error
- * names the playbook's field. Real core and PostgreSQL.
+ * names the playbook's field. A removal takes its schedules in its own transaction likewise. Real
+ * core and PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
@@ -79,5 +80,32 @@ describe('registration with declared schedules', () => {
     const name = `${path.replace('/', '.')}:nightly`;
     expect((await s.call('GET', `/api/schedules/${name}`)).json()).toMatchObject({ name, source: 'playbook', path });
     expect((await s.call('GET', `/api/catalog/versions/${path}`)).json().versions).toHaveLength(1);
+  });
+});
+
+describe('removal of a playbook with declared schedules', () => {
+  it('removes the path and its schedules in one transaction: when the schedules cannot go, the path stays', async () => {
+    const ok = await s.call('POST', '/api/catalog/playbook', { content: declaring('audit/p5', '  - {name: nightly, cron: "0 0 2 * * *"}\n') });
+    expect(ok.statusCode, ok.body).toBe(201);
+    const pool = s.core.deps.db.pool;
+    // a real failure inside the removal, after the path's row was marked deleted: PostgreSQL
+    // refuses to delete this schedule (and only this one)
+    await pool.query(`CREATE FUNCTION refuse_p5() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF OLD.name = 'audit.p5:nightly' THEN RAISE EXCEPTION 'schedule audit.p5:nightly is held'; END IF; RETURN OLD; END $$`);
+    await pool.query('CREATE TRIGGER refuse_p5 BEFORE DELETE ON schedule FOR EACH ROW EXECUTE FUNCTION refuse_p5()');
+    try {
+      const before = await stored();
+      const r = await s.call('DELETE', '/api/catalog/playbook/audit/p5');
+      expect(r.statusCode, r.body).toBe(500);
+      expect(await stored()).toEqual(before);
+      expect((await s.call('GET', '/api/catalog/playbook/audit/p5')).statusCode).toBe(200);
+    } finally {
+      await pool.query('DROP TRIGGER refuse_p5 ON schedule');
+      await pool.query('DROP FUNCTION refuse_p5()');
+    }
+    const r = await s.call('DELETE', '/api/catalog/playbook/audit/p5');
+    expect(r.statusCode, r.body).toBe(200);
+    expect((await s.call('GET', '/api/catalog/playbook/audit/p5')).statusCode).toBe(404);
+    expect((await s.call('GET', '/api/schedules/audit.p5:nightly')).statusCode).toBe(404);
   });
 });
