@@ -433,6 +433,8 @@ function normaliseRunRequest(req: RunRequest): RunRequest {
   if (parent !== undefined) out.parent_execution_id = parent;
   const parentQueue = idString(req.parent_queue_id);
   if (parentQueue !== undefined) out.parent_queue_id = parentQueue;
+  if (req.worker_id !== undefined) out.worker_id = req.worker_id;
+  if (req.lease_token !== undefined) out.lease_token = req.lease_token;
   return out;
 }
 

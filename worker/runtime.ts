@@ -657,7 +657,7 @@ export class WorkerRuntime {
     const payload = cmd.child?.payload ?? (isObject(tool.args) ? tool.args : isObject(tool.with) ? tool.with : {});
     if (!path) return this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
     try {
-      const r = await this.o.client.run({ path, payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id });
+      const r = await this.o.client.run({ path, payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id, worker_id: this.workerId, lease_token: cmd.lease_token });
       this.metrics.children.inc();
       this.log.info({ ...where, child_execution_id: r.execution_id, path }, 'child playbook started');
       this.settle(f.msg, 'ack');

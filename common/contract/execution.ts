@@ -3,6 +3,7 @@
  */
 import { Dict, Id, IdInput, IdParam, Json, JsonObject, LimitQuery, NullableId, NullableInteger, NullableString, NullableTimestamp, OffsetQuery, Ref, StringEnum, Timestamp, Type, type Static } from './common.js';
 import { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, MAX_WAIT_SECONDS } from './limits.js';
+import { WorkerId } from './worker.js';
 
 export { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, MAX_WAIT_SECONDS };
 
@@ -18,6 +19,9 @@ export const RunBody = Type.Object({
   /** Set by a worker running a `playbook` tool: the child's parent and the parent's command. */
   parent_execution_id: Type.Optional(IdInput({ description: 'set by a worker running a playbook tool' })),
   parent_queue_id: Type.Optional(IdInput({ description: "the parent's command (queue_id) a child execution answers" })),
+  /** With parent_queue_id: the lease holder of that command (ClaimedCommand.worker_id, lease_token), as its call.done would present. */
+  worker_id: Type.Optional(WorkerId({ description: "with parent_queue_id: the worker holding the command's lease (409 not_lease_holder otherwise)" })),
+  lease_token: Type.Optional(Type.String({ maxLength: 200, description: "with parent_queue_id: the lease token of the worker's claim of that command" })),
 });
 export type RunBody = Static<typeof RunBody>;
 /**

@@ -72,13 +72,16 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
   const waitForOutcome = (id: string, seconds: number, res: ServerResponse) =>
     waitFor<Ended>(id, seconds, res, () => deps.executions.get(id, { steps: false }), (e) => e);
   const start = async (body: RunBody, idempotencyKey?: string) => {
-    const path = body.path.replace(/^\/+|\/+$/g, '');
+    // never rewritten: a leading or trailing '/' is refused, as registration refuses it
+    const path = body.path;
     const bad = checkCatalogPath(path);
     if (bad) throw badRequest(`field 'path': ${bad}`);
     const req: RunRequest = { path, payload: body.payload ?? {} };
     if (body.version !== undefined) req.version = body.version;
     if (body.parent_execution_id !== undefined) req.parent_execution_id = toId(body.parent_execution_id, 'parent_execution_id');
     if (body.parent_queue_id !== undefined) req.parent_queue_id = toId(body.parent_queue_id, 'parent_queue_id');
+    if (body.worker_id !== undefined) req.worker_id = body.worker_id;
+    if (body.lease_token !== undefined) req.lease_token = body.lease_token;
     if (idempotencyKey !== undefined) req.idempotency_key = idempotencyKey;
     return deps.executions.start(req);
   };

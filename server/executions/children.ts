@@ -32,6 +32,7 @@ export class Children {
   /**
    * The parent was retried and this playbook command re-runs a step (and loop item) whose child
    * failed: that child resumes in place and answers the new command. Lock order child → parent.
+   * `parentQueue` is the row as the start checked it (service childMayHold): held by that holder.
    */
   async resumeChild(client: pg.PoolClient, ctx: TxCtx, parentId: string, parentQueue: QueueRow): Promise<RunResponse | null> {
     const iteration = (parentQueue.command as { iteration?: number }).iteration ?? null;
@@ -43,7 +44,7 @@ export class Children {
     await lock(client, parentId);
     const p = await execStore.get(client, parentId);
     if (!p || isTerminal(p.status)) throw gone('finished', `parent execution ${parentId} is ${p?.status ?? 'gone'}`);
-    if (!(await queueStore.holdForChild(client, parentQueue.queue_id, child.execution_id))) {
+    if (!(await queueStore.holdForChild(client, parentQueue, child.execution_id))) {
       throw gone('finished', `the parent's command (queue entry ${parentQueue.queue_id}) is already finished`);
     }
     await execStore.relinkChild(client, child.execution_id, parentQueue.command_id, parentQueue.queue_id);

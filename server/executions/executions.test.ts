@@ -418,7 +418,7 @@ workflow:
     const run2 = await core.deps.executions.start({ path: 't/parent' });
     // start the child of the first (sequential) loop item but do not answer it
     const c = await nextClaim('w1', undefined, run2.execution_id);
-    await core.deps.executions.start({ path: c.child!.path, payload: c.child!.payload, parent_execution_id: c.execution_id, parent_queue_id: c.queue_id });
+    await core.deps.executions.start({ path: c.child!.path, payload: c.child!.payload, parent_execution_id: c.execution_id, parent_queue_id: c.queue_id, worker_id: c.worker_id, lease_token: c.lease_token });
     const kids = (await core.deps.executions.list({ path: 't/child', status: 'started' })).filter((e) => e.parent_execution_id === run2.execution_id);
     expect(kids).toHaveLength(1);
     const held = (await queueRows(run2.execution_id))[0];

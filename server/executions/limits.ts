@@ -4,8 +4,9 @@
  * oldest first, while fewer than N executions of the path run. Admission of a path happens under a
  * PostgreSQL advisory lock of that path (try-lock: a replica already admitting it does the work),
  * the count is read under that lock, and each admission commits before the lock is released, so
- * several server replicas never run more than N. Children (`playbook` tool) are never held: a
- * parent waiting for a child that waits for a slot its parent holds would deadlock.
+ * several server replicas never run more than N. Children (`playbook` tool, holding their parent's
+ * command: parent_queue_id) are never held: a parent waiting for a child that waits for a slot its
+ * parent holds would deadlock. A start naming only parent_execution_id is held like a root one.
  */
 import type { Playbook } from '../../playbook/types.js';
 import type { Db } from '../services.js';

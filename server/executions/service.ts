@@ -309,6 +309,7 @@ export class PgExecutionService implements ExecutionService {
       if (parentId && parentQueue) {
         const existing = await execStore.findChild(client, parentId, parentQueue.command_id);
         if (existing) return started(existing, 0);
+        parentQueue = await this.childMayHold(client, parentQueue, req);
         const resumed = await this.children.resumeChild(client, ctx, parentId, parentQueue);
         if (resumed) return resumed;
       }
@@ -323,8 +324,9 @@ export class PgExecutionService implements ExecutionService {
         await lock(client, parentId); // child → parent
         const p = await execStore.get(client, parentId);
         if (!p || isTerminal(p.status)) throw gone('finished', `parent execution ${parentId} is ${p?.status ?? 'gone'}`);
-        if (parentQueue && !(await queueStore.holdForChild(client, parentQueue.queue_id, id))) {
-          throw gone('finished', `the parent's command (queue entry ${parentQueue.queue_id}) is already finished`);
+        if (parentQueue && !(await queueStore.holdForChild(client, parentQueue, id))) {
+          await this.childMayHold(client, parentQueue, req); // says why: finished, or leased to another holder
+          throw conflict('not_lease_holder', `parent_queue_id ${parentQueue.queue_id} changed hands during the start; retry`, { queue_id: parentQueue.queue_id });
         }
       }
       this.loader.playbooks.set(entry.catalog_id, entry.playbook);
@@ -332,6 +334,31 @@ export class PgExecutionService implements ExecutionService {
       held = commands === null;
       return started(row, commands ?? 0);
     }, { retryUniqueChild: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
+  }
+
+  /**
+   * A child answers its parent's command only when that command runs a `playbook` tool and the
+   * request comes from the command's lease holder (the worker_id and lease_token of its claim, as
+   * a call.done must present), or the row is already held by an execution (a resumed child). The
+   * row as read now; its holder is what holdForChild expects. A row no longer held (finished, or
+   * re-leased since) refuses.
+   */
+  private async childMayHold(client: pg.PoolClient, parentQueue: QueueRow, req: RunRequest): Promise<QueueRow> {
+    const qid = parentQueue.queue_id;
+    const row = await queueStore.get(client, qid);
+    if (!row || row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') throw gone('finished', `the parent's command (queue entry ${qid}) is already finished`);
+    const kind = (row.command as { tool?: { kind?: unknown } }).tool?.kind;
+    if (kind !== 'playbook') {
+      throw conflict('not_playbook_command', `parent_queue_id ${qid} is a '${String(kind)}' command: only the command of a playbook step is answered by a child execution`, { queue_id: qid });
+    }
+    if (row.status !== 'leased') {
+      throw conflict('not_lease_holder', `parent_queue_id ${qid} is not leased (${row.status}): a child is started by the worker holding the command's lease`, { queue_id: qid });
+    }
+    const byExecution = row.worker_id?.startsWith('execution:') ?? false;
+    if (!byExecution && (row.worker_id === null || row.lease_token === null || row.worker_id !== req.worker_id || row.lease_token !== req.lease_token)) {
+      throw conflict('not_lease_holder', `parent_queue_id ${qid} is not leased to this worker_id and lease_token; a child is started only by the command's lease holder`, { queue_id: qid });
+    }
+    return row;
   }
 
   /**
@@ -370,12 +397,14 @@ export class PgExecutionService implements ExecutionService {
   }
 
   /**
-   * The first decision of a new execution, unless a concurrency limit holds it (a top-level one
-   * whose playbook has `concurrency.limit`: the admitter starts it when a slot is free,
-   * server/executions/limits.ts). The number of commands it queued, or null when held.
+   * The first decision of a new execution, unless a concurrency limit holds it (one whose playbook
+   * has `concurrency.limit`: the admitter starts it when a slot is free, server/executions/limits.ts).
+   * Only a child holding its parent's command (parent_queue_id) is exempt — the parent waits for it;
+   * a start naming just parent_execution_id is limited like a top-level one. The number of
+   * commands it queued, or null when held.
    */
   private async beginUnlessHeld(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow, playbook: Playbook, vars?: JsonObject): Promise<number | null> {
-    if (!row.parent_execution_id && limits.limitOf(playbook)) {
+    if (!row.parent_queue_id && limits.limitOf(playbook)) {
       await limits.hold(client, row.execution_id);
       return null;
     }
@@ -425,7 +454,7 @@ export class PgExecutionService implements ExecutionService {
   private replayed(first: ExecutionRow, req: RunRequest): RunResponse & { replayed: true } {
     const other = (what: string) => conflict('idempotency_key_reused',
       `Idempotency-Key was used for ${what} (execution ${first.execution_id}); a retry must repeat the request`, { execution_id: first.execution_id });
-    if (first.path !== req.path.replace(/^\/+|\/+$/g, '')) throw other(`a run of '${first.path}', not '${req.path}'`);
+    if (first.path !== req.path) throw other(`a run of '${first.path}', not '${req.path}'`);
     if (req.version !== undefined && req.version !== null && req.version !== first.version) throw other(`a run of version ${first.version}, not ${req.version}`);
     if (!isDeepStrictEqual(first.payload ?? {}, req.payload ?? {})) throw other('a run with another payload');
     // an execution under way is `started` to a run request, as on its first answer; an ended one says how it ended
@@ -474,8 +503,11 @@ export class PgExecutionService implements ExecutionService {
     if (!id || !(await execStore.get(this.db.pool, id))) throw notFound(`execution ${executionId} not found`);
     const limit = opts.limit ?? EVENTS_PAGE_LIMIT.default;
     const after = opts.after ?? 0;
-    const events = await eventStore.list(this.db.pool, id, after, limit);
-    return { events, next_after: events.length === limit ? events[events.length - 1].seq : null };
+    // one row more than the page: next_after is null when the page ends the log
+    const events = await eventStore.list(this.db.pool, id, after, limit + 1);
+    const more = events.length > limit;
+    if (more) events.length = limit;
+    return { events, next_after: more ? events[events.length - 1].seq : null };
   }
 
   // ---------------------------------------------------------------------------------- events

@@ -71,7 +71,7 @@ async function handleOne(core: ServerCore, m: BrokerMessage, script: Script, wor
   }
   out.claimed.push(cmd);
   if (cmd.tool.kind === 'playbook' && opts.children !== false && cmd.child) {
-    await ex.start({ path: cmd.child.path, payload: cmd.child.payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id });
+    await ex.start({ path: cmd.child.path, payload: cmd.child.payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id, worker_id: cmd.worker_id, lease_token: cmd.lease_token });
     m.ack();
     return;
   }

@@ -144,11 +144,13 @@ export const cancelOpenSql = (id: string) => `UPDATE queue SET status = 'cancell
 export const CANCEL_OPEN_STATEMENT = sessionStatement('playflow_cancel_open', ['bigint'], cancelOpenSql('$1'));
 
 /** The row of a `playbook` command is held by its child execution until the child ends. */
-export async function holdForChild(q: Queryable, queueId: string, childExecutionId: string): Promise<boolean> {
+export async function holdForChild(q: Queryable, held: Pick<QueueRow, 'queue_id' | 'worker_id' | 'lease_token'>, childExecutionId: string): Promise<boolean> {
+  // only a leased row, still leased to the holder the caller checked (the worker that started the
+  // child, or an execution holding it); a row re-leased or finished since is not taken over
   const { rowCount } = await q.query(
-    `UPDATE queue SET status = 'leased', worker_id = $2, lease_until = 'infinity', heartbeat_at = now(),
-            attempts = CASE WHEN status = 'queued' THEN attempts + 1 ELSE attempts END
-      WHERE queue_id = $1 AND status IN ('queued', 'leased')`, [queueId, `execution:${childExecutionId}`]);
+    `UPDATE queue SET worker_id = $2, lease_until = 'infinity', heartbeat_at = now()
+      WHERE queue_id = $1 AND status = 'leased' AND worker_id = $3 AND lease_token IS NOT DISTINCT FROM $4`,
+    [held.queue_id, `execution:${childExecutionId}`, held.worker_id, held.lease_token]);
   return (rowCount ?? 0) > 0;
 }
 
