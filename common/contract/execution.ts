@@ -54,7 +54,8 @@ export const RunResponse = Type.Object({
 export type RunResponse = Static<typeof RunResponse>;
 
 export const StepView = Type.Object({
-  status: StringEnum(['pending', 'running', 'completed', 'failed', 'skipped']),
+  /** `cancelled`: still running when the execution was cancelled or failed (a retry runs it again). */
+  status: StringEnum(['pending', 'running', 'completed', 'failed', 'skipped', 'cancelled']),
   runs: Type.Integer(),
   result: Type.Optional(Json()),
   error: Type.Optional(Json()),

@@ -89,7 +89,8 @@ export interface StartInput {
 }
 
 export interface StepSummary {
-  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+  /** `cancelled`: still running when the execution was cancelled or failed (a retry runs it again). */
+  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
   /** How many times the step was entered (a fan-in step runs once per arriving transition). */
   runs: number;
   result?: Json;

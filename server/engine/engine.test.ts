@@ -107,6 +107,33 @@ describe('engine API', () => {
     expect(engine.handle(d.state, two, { name: 'execution.cancel', payload: {} }, input).events).toEqual([]);
   });
 
+  it('an ended execution ends its unfinished steps as cancelled (a queued loop too), in the fold as incrementally; a retry runs them again', () => {
+    const loopy = pb(`
+workflow:
+  - step: a
+    tool: {kind: python, code: "x"}
+    next: [b]
+  - step: b
+    loop: {in: "{{ [1, 2, 3] }}", iterator: it}
+    tool: {kind: python, code: "x"}
+`);
+    const log: EngineEvent[] = [];
+    let d = engine.start(loopy, init, input);
+    log.push(...d.events);
+    d = engine.handle(d.state, loopy, { name: 'call.done', command_id: 1, payload: { response: 1 } }, input);
+    log.push(...d.events);
+    expect(d.state.steps.b.status).toBe('running');
+    d = engine.handle(d.state, loopy, { name: 'execution.cancel', payload: {} }, input);
+    log.push(...d.events);
+    expect([d.state.status, d.state.steps.a.status, d.state.steps.b.status]).toEqual(['cancelled', 'completed', 'cancelled']);
+    expect(d.changed_steps ?? ['b']).toContain('b');
+    expect(engine.fold(log)).toEqual(d.state);
+    d = engine.handle(d.state, loopy, { name: 'execution.retry', payload: {} }, input);
+    log.push(...d.events);
+    expect([d.state.status, d.state.steps.b.status]).toEqual(['running', 'running']);
+    expect(engine.fold(log)).toEqual(d.state);
+  });
+
   it('mergeTool: url is endpoint, objects merge one level, other values replace', () => {
     expect(
       mergeTool({ kind: 'http', endpoint: 'a', params: { page: 1, size: 5 }, headers: { x: '1' } }, { url: 'b', params: { page: 2 }, headers: null }),

@@ -489,7 +489,11 @@ export function apply(d: Draft, ev: EngineEvent): void {
     case 'execution_cancelled':
       s.status = ev.name === 'execution_failed' ? 'failed' : 'cancelled';
       if (p.error !== undefined) s.error = p.error;
-      for (const step of Object.keys(s.runs)) keepForRetry(d, step);
+      for (const step of Object.keys(s.runs)) {
+        keepForRetry(d, step);
+        // ended unfinished (a loop waiting for its items included): no longer `running`
+        if (s.steps[step]?.status === 'running') summary(d, step).status = 'cancelled';
+      }
       if (Object.keys(s.pending).length) s.resume_pending = s.pending;
       s.commands = {};
       s.open_commands = [];

@@ -45,7 +45,7 @@ export class Lifecycle {
       const applied = await this.s.applyLoaded(client, ctx, loaded, { name: 'execution.cancel', step: null, payload: { reason: 'cancelled by request' } });
       return applied.row;
     });
-    return execStore.toRecord(row);
+    return execStore.toRecord({ ...row, steps: execStore.orderedSteps(row.steps ?? {}) });
   }
 
   /**
@@ -78,8 +78,10 @@ export class Lifecycle {
       if (body.payload) payload.payload = { ...loaded.row.payload, ...body.payload };
       const applied = await this.s.applyLoaded(client, ctx, loaded, { name: 'execution.retry', step: null, payload });
       if (!applied.decision.events.length) throw conflict('not_retryable', `execution ${id} has no unfinished step to run again`, { status });
-      const { rows } = await client.query<ExecutionRow>(
-        `UPDATE execution SET retries = retries + 1, retry_with_parent = false, payload = COALESCE($2::jsonb, payload) WHERE execution_id = $1 RETURNING *`,
+      const { rows } = await client.query<Pick<ExecutionRow, 'retries' | 'retry_with_parent' | 'payload' | 'updated_at'>>(
+        // not RETURNING *: the row's own (legacy) `steps` column would replace the state's summaries
+        `UPDATE execution SET retries = retries + 1, retry_with_parent = false, payload = COALESCE($2::jsonb, payload) WHERE execution_id = $1
+         RETURNING retries, retry_with_parent, payload, updated_at`,
         [id, payload.payload ? JSON.stringify(payload.payload) : null]);
       // children that failed in the steps run again are resumed by the re-issued playbook commands
       const steps = ((applied.decision.events.find((e) => e.name === 'execution_retried')?.payload.steps ?? []) as Array<{ step: string }>).map((r) => r.step);
@@ -89,7 +91,8 @@ export class Lifecycle {
       return fresh;
     });
     metrics.executions.inc({ status: 'retried' });
-    return execStore.toRecord(row);
+    // a copy, keyed as GET /api/execution/{id} orders them: the next decision changes the state's map in place
+    return execStore.toRecord({ ...row, steps: execStore.orderedSteps(row.steps ?? {}) });
   }
 
   /**

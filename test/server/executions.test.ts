@@ -343,6 +343,26 @@ describe('POST /api/execution/{id}/cancel', () => {
     expect((await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w' })).statusCode).toBe(410);
   });
 
+  it('ends the unfinished steps as cancelled (answer, GET, list); a retry answers with every step summary, as GET does', async () => {
+    const id = await start('ex/two');
+    const [qid] = await queueIds(id);
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'first', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
+    expect(done.statusCode).toBeLessThan(300);
+    const cancelled = await s.call('POST', `/api/execution/${id}/cancel`);
+    expect(cancelled.json().steps).toMatchObject({ first: { status: 'completed' }, second: { status: 'cancelled' } });
+    const got = (await s.call('GET', `/api/execution/${id}`)).json();
+    expect(got.steps).toMatchObject({ first: { status: 'completed' }, second: { status: 'cancelled' } });
+    expect(JSON.stringify(cancelled.json().steps)).toBe(JSON.stringify(got.steps));
+    const listed = (await s.call('GET', '/api/executions?status=cancelled&path=ex/two')).json().executions as Array<{ execution_id: string; steps: object }>;
+    expect(listed.find((e) => e.execution_id === id)?.steps).toMatchObject({ second: { status: 'cancelled' } });
+
+    const retried = await s.call('POST', `/api/execution/${id}/retry`);
+    expect(retried.statusCode).toBe(200);
+    expect(retried.json()).toMatchObject({ status: 'running', retries: 1, steps: { first: { status: 'completed', runs: 1 }, second: { status: 'running', runs: 2 } } });
+    expect(JSON.stringify(retried.json().steps)).toBe(JSON.stringify((await s.call('GET', `/api/execution/${id}`)).json().steps));
+  });
+
   it('unknown: 404; non-numeric: 400', async () => {
     expect((await s.call('POST', '/api/execution/55555/cancel')).statusCode).toBe(404);
     expect((await s.call('POST', '/api/execution/abc/cancel')).statusCode).toBe(400);

@@ -3,7 +3,7 @@ export type ExecutionStatus = 'started' | 'running' | 'completed' | 'failed' | '
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 export interface StepView {
-  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
   runs?: number;
   result?: Json;
   error?: Json;

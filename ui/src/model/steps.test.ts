@@ -59,6 +59,18 @@ describe('foldEvents', () => {
     expect(f.steps.get('slow')!.state).toBe('cancelled');
     expect(f.vars).toEqual({ token_count: 3 });
   });
+
+  it('takes a cancelled step status from a failed execution (a parallel step still running when it failed)', () => {
+    const log = [
+      ev('step.enter', 'slow', { run: 1 }),
+      ev('command_issued', 'slow', { command: { attempt: 1, tool: { kind: 'python' } } }, 1),
+      ev('action_started', 'slow', {}, 1),
+    ];
+    const ex = { execution_id: '1', path: 'p', status: 'failed', created_at: '', steps: { slow: { status: 'cancelled' } } } as unknown as Execution;
+    expect(foldEvents(log, ex).steps.get('slow')!.state).toBe('cancelled');
+    const counts = summaryFromCounts([{ step: 'slow', calls: 1, started: 1, done: 0, errors: 0, loop_total: null, loop_done: 0 }], ex);
+    expect(counts.steps.get('slow')!.state).toBe('cancelled');
+  });
 });
 
 describe('summaryFromCounts', () => {

@@ -133,6 +133,8 @@ export function foldEvents(events: EventView[], execution?: Execution): Folded {
     for (const [name, v] of Object.entries(execution.steps ?? {})) {
       const s = get(name);
       if (v.status === 'failed' || v.status === 'completed' || v.status === 'skipped') s.state = v.status;
+      // the server ends a cancelled or failed execution's unfinished steps as `cancelled`
+      if (v.status === 'cancelled' && (s.state === 'running' || s.state === 'queued' || s.state === 'pending')) s.state = 'cancelled';
       if (v.error !== undefined && v.error !== null && s.error === undefined) s.error = v.error;
       if (v.result !== undefined && s.result === undefined) s.result = v.result;
     }
