@@ -50,6 +50,21 @@ function eventsBodyValidator(): ValidateFunction {
   return fn;
 }
 
+/**
+ * An http tool's `params` are its query string: served, their values are masked as the query
+ * values of a URL are (common/redact-url.ts: every value `***`, names kept, templates too); a null
+ * value (the worker drops that parameter) stays null. Other commands are returned as they are.
+ */
+function maskHttpParams(command: unknown): unknown {
+  if (!command || typeof command !== 'object') return command;
+  const tool = (command as { tool?: unknown }).tool;
+  if (!tool || typeof tool !== 'object' || (tool as { kind?: unknown }).kind !== 'http') return command;
+  const params = (tool as { params?: unknown }).params;
+  if (!params || typeof params !== 'object' || Array.isArray(params) || Object.keys(params).length === 0) return command;
+  const masked = Object.fromEntries(Object.entries(params).map(([k, v]) => [k, v === null ? null : '***']));
+  return { ...command, tool: { ...tool, params: masked } };
+}
+
 export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext) {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   // A command_issued event holds the command as issued (retries re-issue it, so it is stored
@@ -57,7 +72,7 @@ export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext
   const redactIssuedCommand = <E extends { name: string; payload: unknown }>(e: E): E => {
     if (e.name !== 'command_issued' || !e.payload || typeof e.payload !== 'object') return e;
     const payload = e.payload as Record<string, unknown>;
-    const command = redactUrlsDeep(payload.command, 6);
+    const command = maskHttpParams(redactUrlsDeep(payload.command, 6));
     return command === payload.command ? e : { ...e, payload: { ...payload, command } };
   };
   // A long poll in progress must not hold up a shutdown for its whole wait.

@@ -100,7 +100,9 @@ export class DecisionBatch {
    */
   async claim(batch: BatchItem[], index: number): Promise<void> {
     const item = batch[index] as ClaimItem;
-    const closed = isTerminal(this.state.status) ? 'cancelled' : this.closes.get(item.commandId);
+    // a row this batch closed says how; one of an execution that had ended says its own status
+    // (done, failed or cancelled: the end cancelled those still open)
+    const closed = this.closes.get(item.commandId) ?? (isTerminal(this.state.status) ? await this.closedStatus(item.queueId) : undefined);
     if (closed) return this.refuse(gone('finished', `queue entry ${item.queueId} is ${closed}`, { status: closed }));
     if (!this.leased.has(index)) await claimRun(this.client, batch, index, this.closes, this.leased);
     const claimed = this.leased.get(index) ?? null;
@@ -114,6 +116,12 @@ export class DecisionBatch {
       payload: { queue_id: item.queueId, worker_id: item.workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
     });
     this.outcomes.push({ ok: true, value: this.claimedCommand(claimed) });
+  }
+
+  /** The status of a row of an ended execution: its own once closed, else cancelled (the end closes it so). */
+  private async closedStatus(queueId: string): Promise<string> {
+    const row = await queueStore.get(this.client, queueId);
+    return row && (row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') ? row.status : 'cancelled';
   }
 
   /** A worker's event: refused when it reports on a lease its sender does not hold; with claim_next, the eager claims. */

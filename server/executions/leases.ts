@@ -59,14 +59,21 @@ export class Leases {
   async heartbeat(queueId: string, req: HeartbeatRequest): Promise<HeartbeatResponse> {
     const workerId = req.worker_id;
     const token = req.lease_token ?? null;
-    const until = await queueStore.heartbeat(this.s.db.pool, queueId, workerId, token, this.leaseSeconds(req.lease_seconds));
+    const until = req.lease_seconds === undefined
+      ? await queueStore.heartbeatAsGranted(this.s.db.pool, queueId, workerId, token, this.s.defaultLease, this.s.maxLease)
+      : await queueStore.heartbeat(this.s.db.pool, queueId, workerId, token, this.leaseSeconds(req.lease_seconds));
     if (until) return { lease_until: until.toISOString() };
     const row = await queueStore.get(this.s.db.pool, queueId);
     if (!row) throw notFound(`queue entry ${queueId} not found`);
     if (row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') throw gone('finished', `queue entry ${queueId} is ${row.status}`, { status: row.status });
-    throw conflict('not_owner', row.worker_id === workerId && row.status === 'leased'
-      ? `queue entry ${queueId} is leased by worker '${workerId}' under another lease_token (a claim of another process with that id)`
-      : `queue entry ${queueId} is not leased by worker '${workerId}'`, { status: row.status, worker_id: row.worker_id });
+    const holder = row.worker_id === workerId && row.status === 'leased';
+    // the lease_token proves the lease (README, Leases): a heartbeat without it extends no lease issued with one
+    throw conflict('not_owner', !holder
+      ? `queue entry ${queueId} is not leased by worker '${workerId}'`
+      : token === null
+        ? `queue entry ${queueId} is leased by worker '${workerId}' with a lease_token, and this heartbeat has none: lease_token is required to extend the lease`
+        : `queue entry ${queueId} is leased by worker '${workerId}' under another lease_token (a claim of another process with that id)`,
+    { status: row.status, worker_id: row.worker_id });
   }
 
   /** `workerId` is valid (common/contract WorkerId, checked at the HTTP edge). */

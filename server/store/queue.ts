@@ -87,6 +87,22 @@ export async function heartbeat(q: Queryable, queueId: string, workerId: string,
   return rows[0]?.lease_until ?? null;
 }
 
+/**
+ * `heartbeat` without a length: extends by the lease last granted (claim or heartbeat set
+ * `lease_until` and `heartbeat_at` together), so it never shortens what is left; `defaultSeconds`
+ * only where that is unknown, at most `maxSeconds`. A row held for a child execution (infinity)
+ * stays so. Same holder rule as `heartbeat`.
+ */
+export async function heartbeatAsGranted(q: Queryable, queueId: string, workerId: string, leaseToken: string | null, defaultSeconds: number, maxSeconds: number): Promise<Date | null> {
+  const { rows } = await q.query<{ lease_until: Date }>(
+    `UPDATE queue SET lease_until = CASE WHEN NOT isfinite(lease_until) THEN lease_until
+                        ELSE now() + LEAST(GREATEST(COALESCE(lease_until - heartbeat_at, make_interval(secs => $4)), interval '1 second'), make_interval(secs => $5)) END,
+                      heartbeat_at = now()
+      WHERE queue_id = $1 AND status = 'leased' AND worker_id = $2 AND lease_token IS NOT DISTINCT FROM $3 RETURNING lease_until`,
+    [queueId, workerId, leaseToken, defaultSeconds, maxSeconds]);
+  return rows[0]?.lease_until ?? null;
+}
+
 /** The holders of some queue rows (read under the execution lock to check a call.done's lease): one result per row. */
 export function holdersSql(queueIds: string[]): string {
   // one statement per row: PostgreSQL keeps re-planning `= ANY($1)` (its generic plan guesses ten

@@ -180,6 +180,49 @@ describe('commands: claim and heartbeat', () => {
     expect((await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: token })).statusCode).toBe(410);
   });
 
+  it('a claim of a done row of an ended execution says done, as the heartbeat does (not cancelled)', async () => {
+    const id = await start();
+    const [qid] = await queueIds(id);
+    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
+    expect(done.statusCode).toBe(200);
+    expect((await s.call('GET', `/api/execution/${id}`)).json().status).toBe('completed');
+    const claim = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' });
+    expect(claim.statusCode).toBe(410);
+    expect(claim.json().error).toMatchObject({ code: 'finished', message: `queue entry ${qid} is done`, details: { status: 'done' } });
+    const hb = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: token });
+    expect(hb.json().error).toMatchObject({ code: 'finished', message: `queue entry ${qid} is done`, details: { status: 'done' } });
+  });
+
+  it('heartbeat without lease_token: 409 saying the lease_token is missing', async () => {
+    const id = await start();
+    const [qid] = await queueIds(id);
+    expect((await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).statusCode).toBe(200);
+    const noToken = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1' });
+    expect(noToken.statusCode).toBe(409);
+    expect(noToken.json().error.code).toBe('not_owner');
+    expect(noToken.json().error.message).toContain('lease_token is required');
+    expect(noToken.json().error.message).not.toContain('another lease_token');
+  });
+
+  it('heartbeat without lease_seconds extends by the lease granted, never shortening it', async () => {
+    const id = await start();
+    const [qid] = await queueIds(id);
+    const c = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1', lease_seconds: 60 });
+    const until0 = Date.parse(c.json().lease_until);
+    const hb = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: c.json().lease_token });
+    expect(hb.statusCode).toBe(200);
+    const until1 = Date.parse(hb.json().lease_until);
+    expect(until1).toBeGreaterThanOrEqual(until0);
+    expect(until1).toBeGreaterThan(Date.now() + 50_000); // about 60 s, not the 20 s default
+    // an explicit lease_seconds still sets it (the next one without extends by that)
+    const short = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: c.json().lease_token, lease_seconds: 30 });
+    expect(Date.parse(short.json().lease_until)).toBeLessThan(Date.now() + 35_000);
+    const again = await s.call('POST', `/api/v2/commands/${qid}/heartbeat`, { worker_id: 'w1', lease_token: c.json().lease_token });
+    expect(Date.parse(again.json().lease_until)).toBeGreaterThan(Date.now() + 25_000);
+    expect(Date.parse(again.json().lease_until)).toBeLessThan(Date.now() + 35_000);
+  });
+
   it('missing worker_id, bad lease, non-numeric queue_id: 400', async () => {
     const missing = await s.call('POST', '/api/v2/commands/1/claim', {});
     expect(missing.statusCode).toBe(400);
@@ -282,6 +325,29 @@ describe('events', () => {
     expect(Object.getOwnPropertyDescriptor(e.result, '__proto__')?.value).toEqual({ admin: true });
     expect(e.result.constructor).toEqual({ prototype: { x: 1 } });
     expect(({} as Record<string, unknown>).admin).toBeUndefined();
+  });
+
+  it('GET /api/events/{id}: an http tool\'s params values are masked in command_issued, like query values of its URL', async () => {
+    const pb = `apiVersion: playflow.io/v2
+kind: Playbook
+metadata: {name: p, path: ex/http-params}
+workflow:
+  - step: start
+    tool: {kind: http, endpoint: "https://api.example.com/v1/items?api_key=TOPSECRET123", params: {api_key: TOPSECRET123, page: 2, q: "{{ workload.q }}", skip: null}}
+`;
+    expect((await s.call('POST', '/api/catalog/playbook', { content: pb })).statusCode).toBe(201);
+    const id = await start('ex/http-params', { q: 'x' });
+    const events = (await s.call('GET', `/api/events/${id}`)).json().events as Array<{ name: string; payload: { command: { tool: Record<string, unknown> } } }>;
+    const issued = events.find((e) => e.name === 'command_issued')!;
+    expect(issued.payload.command.tool).toMatchObject({
+      kind: 'http', endpoint: 'https://api.example.com/v1/items?api_key=***',
+      params: { api_key: '***', page: '***', q: '***', skip: null },
+    });
+    expect(JSON.stringify(events)).not.toContain('TOPSECRET123');
+    // the stored event and the queue row keep the command as issued (a retry re-issues it)
+    const [qid] = await queueIds(id);
+    const c = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' });
+    expect(c.json().tool.params).toMatchObject({ api_key: 'TOPSECRET123', page: 2 });
   });
 
   it('GET /api/events/{id}: ordered by seq; after and limit page through', async () => {
