@@ -1,6 +1,6 @@
 /**
  * The run routes' child start (parent_execution_id / parent_queue_id), the run path check and the
- * event pages' next_after, over the real core and PostgreSQL.
+ * event pages' next_after (whole or narrowed), over the real core and PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
@@ -125,5 +125,16 @@ describe('GET /api/events/{id} next_after', () => {
     expect([tail.events.length, tail.next_after]).toEqual([1, null]);
     const short = (await s.call('GET', `/api/events/${id}?after=0&limit=${last - 1}`)).json();
     expect([short.events.length, short.next_after]).toEqual([last - 1, last - 1]);
+  });
+
+  it('a page narrowed by name: null when nothing selected follows it, the last seq when more do', async () => {
+    const id = await start('cs/plain');
+    const all = (await s.call('GET', `/api/events/${id}`)).json().events as Array<{ seq: number; name: string }>;
+    const name = all[0].name;
+    const selected = all.filter((e) => e.name === name).map((e) => e.seq);
+    const exact = (await s.call('GET', `/api/events/${id}?name=${encodeURIComponent(name)}&limit=${selected.length}`)).json();
+    expect([exact.events.map((e: { seq: number }) => e.seq), exact.next_after]).toEqual([selected, null]);
+    const more = (await s.call('GET', `/api/events/${id}?limit=1`)).json();
+    expect(more.next_after).toBe(all[0].seq);
   });
 });
