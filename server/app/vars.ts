@@ -50,9 +50,15 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions &
       params: execParams,
       response: {
         200: { type: 'object', properties: { execution_id: { type: 'string' }, variables: { type: 'object', additionalProperties: varView }, count: { type: 'integer' } } },
+        ...errors(400, 404),
       },
     },
-  }, async (req) => svc.list(req.params.execution_id));
+  }, async (req) => {
+    const page = await svc.list(req.params.execution_id);
+    // none: an execution without variables, or none at all (a mistyped id is a 404, not an empty list)
+    if (page.count === 0) await requireExecution(req.params.execution_id);
+    return page;
+  });
 
   app.get<{ Params: { execution_id: string; var_name: string } }>('/api/vars/:execution_id/:var_name', {
     schema: {

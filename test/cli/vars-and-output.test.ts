@@ -11,11 +11,16 @@ const EXAMPLE = join(ROOT, 'examples/hello_world.yaml');
 
 let s: CliServer;
 let executionId: string;
+/** An execution nothing sets variables on (started first, so `executionId` is the newest). */
+let bareId: string;
 
 beforeAll(async () => {
   s = await startCliServer('pfclivars');
   const reg = await cli(['catalog', 'register', 'playbook', EXAMPLE, ...s.auth]);
   if (reg.code !== 0) throw new Error(reg.stderr);
+  const bare = await cli(['run', 'playbook', 'examples/hello_world', ...s.auth, '-o', 'json']);
+  if (bare.code !== 0) throw new Error(bare.stderr);
+  bareId = JSON.parse(bare.stdout).execution_id;
   const run = await cli(['run', 'playbook', 'examples/hello_world', '--payload', '{"name": "Ada"}', ...s.auth, '-o', 'json']);
   if (run.code !== 0) throw new Error(run.stderr);
   executionId = JSON.parse(run.stdout).execution_id;
@@ -84,10 +89,13 @@ describe('vars get', () => {
     expect(json).toMatchObject({ execution_id: executionId, var_name: 'o', value: { region: 'eu' }, access_count: 2 });
   });
 
-  it('an execution without variables; an unknown variable (404)', async () => {
-    const empty = await cli(['vars', 'get', '987654', ...s.auth]);
+  it('an execution without variables; an unknown execution or variable (404)', async () => {
+    const empty = await cli(['vars', 'get', bareId, ...s.auth]);
     expect(empty.code).toBe(0);
-    expect(empty.stdout).toBe('No variables in execution 987654.\n');
+    expect(empty.stdout).toBe(`No variables in execution ${bareId}.\n`);
+    const unknown = await cli(['vars', 'get', '987654', ...s.auth]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toBe('error: not found (404): execution 987654 not found\n');
     const missing = await cli(['vars', 'get', executionId, 'nope', ...s.auth]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe(`error: not found (404): variable 'nope' not found in execution ${executionId}\n`);

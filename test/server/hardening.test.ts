@@ -154,6 +154,15 @@ describe('unknown references are 404', () => {
       `SELECT (SELECT count(*)::int FROM vars WHERE execution_id = 987654321) AS v, (SELECT count(*)::int FROM keychain WHERE catalog_id = 987654321) AS k`);
     expect(rows[0]).toEqual({ v: 0, k: 0 });
   });
+
+  it('reading the variables of a missing execution is a 404; of an existing one, 200', async () => {
+    const missing = await call('GET', '/api/vars/987654321');
+    expect(missing.status).toBe(404);
+    expect(missing.json.error.message).toContain('987654321');
+    const none = await call('GET', `/api/vars/${executionId}`);
+    expect(none.status).toBe(200);
+    expect(none.json).toMatchObject({ execution_id: executionId });
+  });
 });
 
 // ---- the fuzz ---------------------------------------------------------------------------------
