@@ -11,6 +11,9 @@ const program = new Command()
   .name('playflow')
   .description('Playflow: Kubernetes-native workflow engine')
   .version('0.1.0')
+  // program options (`--version`, `--help`) only before the subcommand: a subcommand's own
+  // `--version <n>` (run, catalog get, schedule set, hook set) reaches that subcommand
+  .enablePositionalOptions()
   .showHelpAfterError();
 
 registerCommands(program);

@@ -24,15 +24,29 @@ export function outputOption(cmd: Command): Command {
   return cmd.option('-o, --output <format>', `output format: ${OUTPUT_FORMATS.join(', ')}`, parseOutputFormat, 'table');
 }
 
-/** Adds --server, --token and --output to an API command. */
+/**
+ * Adds --server, --token and --output to an API command. The environment is read when the command
+ * runs (serverUrl, apiToken), not as commander defaults: a default is printed by `--help` and after
+ * every usage error, and the token (or a URL with credentials) must not be.
+ */
 export function apiOptions(cmd: Command): Command {
   return outputOption(cmd
-    .option('--server <url>', 'server base URL (env SERVER_API_URL)', process.env.SERVER_API_URL || DEFAULT_SERVER)
-    .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)', process.env.PLAYFLOW_API_TOKEN || undefined));
+    .option('--server <url>', `server base URL (env SERVER_API_URL, default ${DEFAULT_SERVER})`)
+    .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)'));
+}
+
+/** --server, else SERVER_API_URL, else DEFAULT_SERVER. */
+export function serverUrl(opts: ApiOptions): string {
+  return opts.server || process.env.SERVER_API_URL || DEFAULT_SERVER;
+}
+
+/** --token, else PLAYFLOW_API_TOKEN, else none. */
+export function apiToken(opts: ApiOptions): string | undefined {
+  return opts.token || process.env.PLAYFLOW_API_TOKEN || undefined;
 }
 
 export function clientFrom(opts: ApiOptions): PlayflowClient {
-  return new PlayflowClient({ baseUrl: opts.server || DEFAULT_SERVER, token: opts.token || undefined });
+  return new PlayflowClient({ baseUrl: serverUrl(opts), token: apiToken(opts) });
 }
 
 export function secretsClientFrom(opts: ApiOptions): SecretsClient {
@@ -86,7 +100,7 @@ interface Issue {
 
 /** The user-facing text of an API error. */
 export function describeApiError(err: ApiError, opts: ApiOptions): string {
-  const server = opts.server || DEFAULT_SERVER;
+  const server = serverUrl(opts);
   switch (true) {
     case err.status === 0:
       return `${err.message}; is the server running? (set --server or SERVER_API_URL; tried ${server})`;

@@ -8,7 +8,7 @@
  * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`).
  */
 import type { Command } from 'commander';
-import type { PlayflowClient } from '../../client/http.js';
+import { ApiError, MAX_WAIT_SECONDS, type PlayflowClient } from '../../client/http.js';
 import type { ExecutionView, RerunRequest, RetryRequest } from '../../common/protocol.js';
 import { printStructured, table, type OutputFormat } from '../output.js';
 import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
@@ -25,6 +25,20 @@ function short(v: unknown, max = 200): string {
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
+/**
+ * An error as one readable line: its `message` (with ` (code)` when it has one), not the raw JSON
+ * (whose traceback would push the message past the cut); other shapes as before.
+ */
+export function errorText(v: unknown, max = 200): string {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    const { message, code } = v as { message?: unknown; code?: unknown };
+    if (typeof message === 'string' && message !== '') {
+      return short(`${message}${typeof code === 'string' && code !== '' ? ` (${code})` : ''}`, max);
+    }
+  }
+  return short(v, max);
+}
+
 export function printExecution(ex: ExecutionView): void {
   println(`execution ${ex.execution_id}: ${ex.status}`);
   println(`  playbook:  ${ex.path} version ${ex.version}`);
@@ -36,29 +50,64 @@ export function printExecution(ex: ExecutionView): void {
     println('  steps:');
     const width = Math.max(...steps.map(([n]) => n.length));
     for (const [name, s] of steps) {
-      println(`    ${name.padEnd(width)}  ${s.status}${s.runs > 1 ? ` (${s.runs} runs)` : ''}${s.error !== undefined && s.error !== null ? `  error: ${short(s.error)}` : ''}`);
+      println(`    ${name.padEnd(width)}  ${s.status}${s.runs > 1 ? ` (${s.runs} runs)` : ''}${s.error !== undefined && s.error !== null ? `  error: ${errorText(s.error)}` : ''}`);
     }
   }
   if (ex.result !== null && ex.result !== undefined) println(`  result:    ${short(ex.result, 1000)}`);
-  if (ex.error !== null && ex.error !== undefined) println(`  error:     ${short(ex.error, 1000)}`);
+  if (ex.error !== null && ex.error !== undefined) println(`  error:     ${errorText(ex.error, 1000)}`);
 }
+
+/** How long a wait keeps retrying while the server cannot be reached (consecutive failures). */
+export const WAIT_RETRY_MS = 30_000;
+
+/** A failure worth retrying during a wait: no answer (restart, ECONNREFUSED, timeout) or a gateway's 502/503/504. */
+function transient(err: unknown): err is ApiError {
+  return err instanceof ApiError && (err.unreachable || err.status === 502 || err.status === 503 || err.status === 504);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Follows the execution to its end with long polls (the server answers the moment it ends);
  * prints changes (table) or the final record (json, yaml). `intervalMs`: the longest wait of one
  * request when printing changes, so a `running` shows that soon; json/yaml print only the end
- * and wait the server's maximum per request.
+ * and wait the server's maximum per request. A server that cannot be reached (restarting) is
+ * retried with a short backoff for up to `retryMs` of consecutive failures, saying so once on stderr.
  */
-export async function waitForEnd(client: PlayflowClient, id: string, format: OutputFormat, intervalMs = 1000): Promise<ExecutionView> {
+export async function waitForEnd(client: PlayflowClient, id: string, format: OutputFormat, intervalMs = 1000, retryMs = WAIT_RETRY_MS): Promise<ExecutionView> {
   const human = format === 'table';
-  const ex = await client.awaitExecution(id, {
-    waitSeconds: human ? intervalMs / 1000 : undefined,
-    onChange: (x) => {
-      if (!human) return;
-      if (TERMINAL.has(x.status)) printExecution(x);
-      else println(`execution ${x.execution_id}: ${x.status}`);
-    },
-  });
+  const each = Math.min(MAX_WAIT_SECONDS, Math.max(0.1, human ? intervalMs / 1000 : MAX_WAIT_SECONDS));
+  let last = '';
+  let failingSince: number | undefined;
+  let backoff = 250;
+  let ex: ExecutionView;
+  for (;;) {
+    const t0 = Date.now();
+    try {
+      ex = await client.getExecution(id, { wait: each });
+    } catch (err) {
+      if (!transient(err)) throw err;
+      if (failingSince === undefined) {
+        failingSince = t0;
+        process.stderr.write(`warning: ${err.message}; retrying for up to ${Math.round(retryMs / 1000)} s (execution ${id} goes on)\n`);
+      }
+      if (Date.now() - failingSince >= retryMs) throw err;
+      await sleep(Math.min(backoff, retryMs - (Date.now() - failingSince)));
+      backoff = Math.min(backoff * 2, 2000);
+      continue;
+    }
+    failingSince = undefined;
+    backoff = 250;
+    if (ex.status !== last && human) {
+      if (TERMINAL.has(ex.status)) printExecution(ex);
+      else println(`execution ${ex.execution_id}: ${ex.status}`);
+    }
+    last = ex.status;
+    if (TERMINAL.has(ex.status)) break;
+    // a server without long polls (or one shutting down) answers at once: do not spin on it
+    const early = Math.min(each * 1000, 1000) - (Date.now() - t0);
+    if (early > 0) await sleep(early);
+  }
   printStructured(format, ex);
   if (ex.status !== 'completed') process.exitCode = 1;
   return ex;

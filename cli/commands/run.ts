@@ -1,15 +1,13 @@
 /**
  * `playflow run playbook <path> --payload <json>`: start an execution.
  * `--payload @file.json` reads the payload from a file; `--wait` follows it to its end and exits
- * non-zero when it failed or was cancelled: the run request itself waits (`?wait=`), so a short
- * execution answers in that one request, and a longer one is followed with long polls.
+ * non-zero when it failed or was cancelled: the run request answers at once, `execution <id> started`
+ * is printed (on stderr with -o json/yaml, so stdout stays one document), and the execution is
+ * followed with long polls (`GET /api/execution/{id}?wait=`).
  */
 import type { Command } from 'commander';
 import { action, apiOptions, clientFrom, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
 import { waitForEnd } from './execution.js';
-
-/** How long the run request of `--wait` waits before following the execution with long polls. */
-const RUN_WAIT_SECONDS = 30;
 
 export function register(program: Command): void {
   const run = program.command('run').description('Run a resource');
@@ -25,14 +23,16 @@ export function register(program: Command): void {
     const payload = await parseJsonObject(opts.payload, '--payload');
     const client = clientFrom(opts);
     const req = { path, payload: payload as never, version: opts.version, ...(opts.idempotencyKey ? { idempotency_key: opts.idempotencyKey } : {}) };
-    const res = await client.run(req, opts.wait ? { wait: RUN_WAIT_SECONDS } : {});
+    const res = await client.run(req);
     if (!opts.wait) {
       if (printBody(opts, res)) return;
       println(`execution ${res.execution_id} started: ${res.path} version ${res.version}`);
       return;
     }
-    if (format === 'table') println(`execution ${res.execution_id} started: ${res.path} version ${res.version}${res.status === 'started' ? '; waiting…' : ''}`);
-    // ended within the run request: one read for the full record (steps, timestamps) it prints
+    // the id at once (to inspect or cancel it elsewhere), then the long polls
+    const started = `execution ${res.execution_id} started: ${res.path} version ${res.version}; waiting…`;
+    if (format === 'table') println(started);
+    else process.stderr.write(`${started}\n`);
     await waitForEnd(client, String(res.execution_id), format);
   }));
 }
