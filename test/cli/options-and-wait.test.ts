@@ -95,8 +95,9 @@ describe('run playbook --wait', () => {
     return String(list.executions[0].execution_id);
   }
 
-  it('prints the execution id at once, then the end (exit 1 when cancelled)', async () => {
-    const p = spawnCli(['run', 'playbook', 'examples/hello_world', '--wait', ...s.auth]);
+  /** `run --wait` with `extra`: once its started line is out, the execution is cancelled (no worker runs it). */
+  async function cancelledWhileWaiting(extra: string[]): Promise<{ id: string; r: Run }> {
+    const p = spawnCli(['run', 'playbook', 'examples/hello_world', '--wait', ...s.auth, ...extra]);
     try {
       await p.seen(' started: examples/hello_world version ', 5000);
     } catch (err) {
@@ -105,7 +106,11 @@ describe('run playbook --wait', () => {
     }
     const id = await latestId();
     await s.api('POST', `/api/execution/${id}/cancel`, {});
-    const r = await p.done;
+    return { id, r: await p.done };
+  }
+
+  it('prints the execution id at once, then the end (exit 1 when cancelled)', async () => {
+    const { id, r } = await cancelledWhileWaiting([]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(new RegExp(`^execution ${id} started: examples/hello_world version \\d+; waiting…\\n`));
     expect(r.stdout).toContain(`execution ${id}: cancelled`);
@@ -113,16 +118,7 @@ describe('run playbook --wait', () => {
   });
 
   it('-o json: the started line on stderr, stdout one JSON document', async () => {
-    const p = spawnCli(['run', 'playbook', 'examples/hello_world', '--wait', ...s.auth, '-o', 'json']);
-    try {
-      await p.seen(' started: examples/hello_world version ', 5000);
-    } catch (err) {
-      p.child.kill();
-      throw err;
-    }
-    const id = await latestId();
-    await s.api('POST', `/api/execution/${id}/cancel`, {});
-    const r = await p.done;
+    const { id, r } = await cancelledWhileWaiting(['-o', 'json']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(new RegExp(`^execution ${id} started: `));
     expect(JSON.parse(r.stdout)).toMatchObject({ execution_id: id, status: 'cancelled' });
