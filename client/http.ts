@@ -56,6 +56,17 @@ export class ApiError extends Error {
   }
 }
 
+/** A failure a wait may retry: no answer (restart, ECONNREFUSED, timeout) or a gateway's 502/503/504. */
+function transient(err: unknown): err is ApiError {
+  return err instanceof ApiError && (err.unreachable || err.status === 502 || err.status === 503 || err.status === 504);
+}
+
+/** awaitExecution's backoff while retrying: the first pause and the longest. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 2000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 type Query = Record<string, string | number | boolean | undefined | null>;
 
 interface RequestOptions {
@@ -163,22 +174,46 @@ export class PlayflowClient {
    * Long-polls (GET ?wait=) until the execution is completed, failed or cancelled and returns
    * it; `onChange` sees each state that differs from the last. `waitSeconds`: the wait of each
    * request (default and at most 60; less shows progress sooner). ApiError `timeout` (status 0)
-   * when it has not ended within `timeoutMs` (default: no limit).
+   * when it has not ended within `timeoutMs` (default: no limit). `retryMs`: how long a server
+   * that cannot be reached (restarting; or a gateway's 502/503/504) is retried, with a backoff of
+   * 250 ms doubling to 2 s, counted from the first of consecutive failures (default 0: not at all);
+   * `onRetry` sees the failure that starts such a run.
    */
-  async awaitExecution(id: IdLike, opts: { timeoutMs?: number; waitSeconds?: number; onChange?: (ex: ExecutionView) => void } = {}): Promise<ExecutionView> {
+  async awaitExecution(id: IdLike, opts: {
+    timeoutMs?: number; waitSeconds?: number; onChange?: (ex: ExecutionView) => void; retryMs?: number; onRetry?: (err: ApiError) => void;
+  } = {}): Promise<ExecutionView> {
     const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
     const each = Math.min(MAX_WAIT_SECONDS, Math.max(0.1, opts.waitSeconds ?? MAX_WAIT_SECONDS));
+    const retryMs = opts.retryMs ?? 0;
     let last = '';
+    let failingSince: number | undefined;
+    let backoff = RETRY_FIRST_MS;
     for (;;) {
       const t0 = Date.now();
-      const ex = await this.getExecution(id, { wait: Math.max(0, Math.min(each, (deadline - t0) / 1000)) });
+      let ex: ExecutionView;
+      try {
+        ex = await this.getExecution(id, { wait: Math.max(0, Math.min(each, (deadline - t0) / 1000)) });
+      } catch (err) {
+        if (!retryMs || !transient(err)) throw err;
+        if (failingSince === undefined) {
+          failingSince = t0;
+          opts.onRetry?.(err);
+        }
+        const left = Math.min(retryMs - (Date.now() - failingSince), deadline - Date.now());
+        if (left <= 0) throw err;
+        await sleep(Math.min(backoff, left));
+        backoff = Math.min(backoff * 2, RETRY_MAX_MS);
+        continue;
+      }
+      failingSince = undefined;
+      backoff = RETRY_FIRST_MS;
       if (ex.status !== last) opts.onChange?.(ex);
       last = ex.status;
       if (ex.status === 'completed' || ex.status === 'failed' || ex.status === 'cancelled') return ex;
       if (Date.now() >= deadline) throw new ApiError(0, 'timeout', `execution ${String(id)} still ${ex.status} after ${opts.timeoutMs} ms`);
       // a server without long polls (or one shutting down) answers at once: do not spin on it
       const early = Math.min(each * 1000, 1000) - (Date.now() - t0);
-      if (early > 0) await new Promise((r) => setTimeout(r, Math.min(early, deadline - Date.now())));
+      if (early > 0) await sleep(Math.min(early, deadline - Date.now()));
     }
   }
 

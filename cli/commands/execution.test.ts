@@ -3,7 +3,7 @@
  * raw JSON), and a wait rides out a server that cannot be reached for a while.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ApiError, type PlayflowClient } from '../../client/http.js';
+import { ApiError, PlayflowClient } from '../../client/http.js';
 import type { ExecutionView } from '../../common/protocol.js';
 import { printExecution, waitForEnd } from './execution.js';
 
@@ -46,11 +46,17 @@ describe('printExecution', () => {
 });
 
 describe('waitForEnd', () => {
+  /** A real client (its awaitExecution loop) whose reads answer `read`. */
+  const clientReading = (read: () => Promise<ExecutionView>) => {
+    const client = new PlayflowClient({ baseUrl: 'http://playflow.test' });
+    vi.spyOn(client, 'getExecution').mockImplementation(read);
+    return client;
+  };
   const unreachable = () => new ApiError(0, 'unreachable', 'cannot reach the Playflow server at http://x (ECONNREFUSED)');
 
   it('retries while the server cannot be reached, saying so once on stderr', async () => {
     const answers: (ExecutionView | ApiError)[] = [view('running'), unreachable(), unreachable(), unreachable(), view('completed')];
-    const client = { getExecution: vi.fn(async () => { const a = answers.shift()!; if (a instanceof ApiError) throw a; return a; }) } as unknown as PlayflowClient;
+    const client = clientReading(async () => { const a = answers.shift()!; if (a instanceof ApiError) throw a; return a; });
     const c = capture();
     const ex = await waitForEnd(client, '7', 'table', 100, 10_000);
     expect(ex.status).toBe('completed');
@@ -62,10 +68,10 @@ describe('waitForEnd', () => {
   });
 
   it('gives up after the retry window, and does not retry other errors', async () => {
-    const down = { getExecution: vi.fn(async () => { throw unreachable(); }) } as unknown as PlayflowClient;
+    const down = clientReading(async () => { throw unreachable(); });
     capture();
     await expect(waitForEnd(down, '7', 'json', 100, 600)).rejects.toThrow(/ECONNREFUSED/);
-    const notFound = { getExecution: vi.fn(async () => { throw new ApiError(404, 'not_found', 'no execution 7'); }) } as unknown as PlayflowClient;
+    const notFound = clientReading(async () => { throw new ApiError(404, 'not_found', 'no execution 7'); });
     await expect(waitForEnd(notFound, '7', 'json', 100, 10_000)).rejects.toThrow(/no execution 7/);
     expect(notFound.getExecution).toHaveBeenCalledTimes(1);
   });

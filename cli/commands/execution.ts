@@ -8,7 +8,7 @@
  * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`).
  */
 import type { Command } from 'commander';
-import { ApiError, MAX_WAIT_SECONDS, type PlayflowClient } from '../../client/http.js';
+import type { PlayflowClient } from '../../client/http.js';
 import type { ExecutionView, RerunRequest, RetryRequest } from '../../common/protocol.js';
 import { printStructured, table, type OutputFormat } from '../output.js';
 import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
@@ -60,13 +60,6 @@ export function printExecution(ex: ExecutionView): void {
 /** How long a wait keeps retrying while the server cannot be reached (consecutive failures). */
 export const WAIT_RETRY_MS = 30_000;
 
-/** A failure worth retrying during a wait: no answer (restart, ECONNREFUSED, timeout) or a gateway's 502/503/504. */
-function transient(err: unknown): err is ApiError {
-  return err instanceof ApiError && (err.unreachable || err.status === 502 || err.status === 503 || err.status === 504);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * Follows the execution to its end with long polls (the server answers the moment it ends);
  * prints changes (table) or the final record (json, yaml). `intervalMs`: the longest wait of one
@@ -76,38 +69,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export async function waitForEnd(client: PlayflowClient, id: string, format: OutputFormat, intervalMs = 1000, retryMs = WAIT_RETRY_MS): Promise<ExecutionView> {
   const human = format === 'table';
-  const each = Math.min(MAX_WAIT_SECONDS, Math.max(0.1, human ? intervalMs / 1000 : MAX_WAIT_SECONDS));
-  let last = '';
-  let failingSince: number | undefined;
-  let backoff = 250;
-  let ex: ExecutionView;
-  for (;;) {
-    const t0 = Date.now();
-    try {
-      ex = await client.getExecution(id, { wait: each });
-    } catch (err) {
-      if (!transient(err)) throw err;
-      if (failingSince === undefined) {
-        failingSince = t0;
-        process.stderr.write(`warning: ${err.message}; retrying for up to ${Math.round(retryMs / 1000)} s (execution ${id} goes on)\n`);
-      }
-      if (Date.now() - failingSince >= retryMs) throw err;
-      await sleep(Math.min(backoff, retryMs - (Date.now() - failingSince)));
-      backoff = Math.min(backoff * 2, 2000);
-      continue;
-    }
-    failingSince = undefined;
-    backoff = 250;
-    if (ex.status !== last && human) {
-      if (TERMINAL.has(ex.status)) printExecution(ex);
-      else println(`execution ${ex.execution_id}: ${ex.status}`);
-    }
-    last = ex.status;
-    if (TERMINAL.has(ex.status)) break;
-    // a server without long polls (or one shutting down) answers at once: do not spin on it
-    const early = Math.min(each * 1000, 1000) - (Date.now() - t0);
-    if (early > 0) await sleep(early);
-  }
+  const ex = await client.awaitExecution(id, {
+    waitSeconds: human ? intervalMs / 1000 : undefined,
+    retryMs,
+    onRetry: (err) => process.stderr.write(`warning: ${err.message}; retrying for up to ${Math.round(retryMs / 1000)} s (execution ${id} goes on)\n`),
+    onChange: (x) => {
+      if (!human) return;
+      if (TERMINAL.has(x.status)) printExecution(x);
+      else println(`execution ${x.execution_id}: ${x.status}`);
+    },
+  });
   printStructured(format, ex);
   if (ex.status !== 'completed') process.exitCode = 1;
   return ex;
