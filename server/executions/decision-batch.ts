@@ -121,7 +121,7 @@ export class DecisionBatch {
   /** The status of a row of an ended execution: its own once closed, else cancelled (the end closes it so). */
   private async closedStatus(queueId: string): Promise<string> {
     const row = await queueStore.get(this.client, queueId);
-    return row && (row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') ? row.status : 'cancelled';
+    return row && queueStore.isClosed(row.status) ? row.status : 'cancelled';
   }
 
   /** A worker's event: refused when it reports on a lease its sender does not hold; with claim_next, the eager claims. */

@@ -65,7 +65,7 @@ export class Leases {
     if (until) return { lease_until: until.toISOString() };
     const row = await queueStore.get(this.s.db.pool, queueId);
     if (!row) throw notFound(`queue entry ${queueId} not found`);
-    if (row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') throw gone('finished', `queue entry ${queueId} is ${row.status}`, { status: row.status });
+    if (queueStore.isClosed(row.status)) throw gone('finished', `queue entry ${queueId} is ${row.status}`, { status: row.status });
     const holder = row.worker_id === workerId && row.status === 'leased';
     // the lease_token proves the lease (README, Leases): a heartbeat without it extends no lease issued with one
     throw conflict('not_owner', !holder

@@ -346,7 +346,7 @@ export class PgExecutionService implements ExecutionService {
   private async childMayHold(client: pg.PoolClient, parentQueue: QueueRow, req: RunRequest): Promise<QueueRow> {
     const qid = parentQueue.queue_id;
     const row = await queueStore.get(client, qid);
-    if (!row || row.status === 'done' || row.status === 'failed' || row.status === 'cancelled') throw gone('finished', `the parent's command (queue entry ${qid}) is already finished`);
+    if (!row || queueStore.isClosed(row.status)) throw gone('finished', `the parent's command (queue entry ${qid}) is already finished`);
     const kind = (row.command as { tool?: { kind?: unknown } }).tool?.kind;
     if (kind !== 'playbook') {
       throw conflict('not_playbook_command', `parent_queue_id ${qid} is a '${String(kind)}' command: only the command of a playbook step is answered by a child execution`, { queue_id: qid });

@@ -15,6 +15,11 @@ import { idLiteral, type Queryable } from './sql.js';
 
 export type QueueStatus = 'queued' | 'leased' | 'done' | 'failed' | 'cancelled';
 
+/** A row that will not run again: done, failed or cancelled. */
+export function isClosed(status: QueueStatus): status is 'done' | 'failed' | 'cancelled' {
+  return status === 'done' || status === 'failed' || status === 'cancelled';
+}
+
 export interface QueueRow {
   queue_id: string;
   execution_id: string;
