@@ -4,6 +4,8 @@
  * builds the schema the server validates with from these, and a worker checks its configured id
  * with `workerIdProblem` without loading the schema library (worker/config.ts).
  */
+import { charLength } from '../char-length.js';
+
 export const WORKER_ID_MAX = 200;
 export const WORKER_ID_PATTERN = '^(?!execution:)(?!\\s*$)';
 export const WORKER_ID_MESSAGE = `must be 1 to ${WORKER_ID_MAX} characters, not blank, and not start with 'execution:'`;
@@ -16,6 +18,6 @@ const pattern = new RegExp(WORKER_ID_PATTERN, 'u');
  * are in code points, as the server's validator counts them.
  */
 export function workerIdProblem(id: string): string | undefined {
-  const length = [...id].length;
+  const length = charLength(id);
   return length >= 1 && length <= WORKER_ID_MAX && pattern.test(id) ? undefined : WORKER_ID_MESSAGE;
 }

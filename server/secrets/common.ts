@@ -16,16 +16,6 @@ export function optionalId(value: unknown, field: string): string | null {
   return parseId(value, field);
 }
 
-/**
- * Length in characters (Unicode code points), as the spec's limits and PostgreSQL's length() and
- * varchar(n) count them: `.length` counts UTF-16 units, so an emoji would count twice.
- */
-export function charLength(s: string): number {
-  let n = 0;
-  for (const _ of s) n++;
-  return n;
-}
-
 export function iso(d: Date | string | null): string | null {
   if (d === null) return null;
   return (d instanceof Date ? d : new Date(d)).toISOString();

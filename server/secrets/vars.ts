@@ -6,7 +6,8 @@ import { badRequest, notFound } from '../errors.js';
 import type { Db } from '../db.js';
 import type { Json } from '../../playbook/types.js';
 import * as store from '../store/vars.js';
-import { charLength, iso, isPlainObject, parseId, writeUnlessCompleted } from './common.js';
+import { iso, isPlainObject, parseId, writeUnlessCompleted } from './common.js';
+import { charLength } from '../../common/char-length.js';
 import { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse } from '../../common/secrets.js';
 export { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse };
 
