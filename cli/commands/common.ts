@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { ApiError, PlayflowClient } from '../../client/http.js';
 import { SecretsClient } from '../../client/secrets.js';
+import { redactUrl } from '../../common/redact-url.js';
 import { OUTPUT_FORMATS, parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
 
 export { OUTPUT_FORMATS, type OutputFormat };
@@ -35,9 +36,28 @@ export function apiOptions(cmd: Command): Command {
     .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)'));
 }
 
-/** --server, else SERVER_API_URL, else DEFAULT_SERVER. */
+/**
+ * --server, else SERVER_API_URL, else DEFAULT_SERVER; refused unless it is an http(s) URL. Why here:
+ * `127.0.0.1:8082` failed deep in the client as "Invalid URL", and `localhost:8082` parses as a URL
+ * of scheme `localhost:` and failed as an unreachable server at "null".
+ */
 export function serverUrl(opts: ApiOptions): string {
-  return opts.server || process.env.SERVER_API_URL || DEFAULT_SERVER;
+  const url = opts.server || process.env.SERVER_API_URL || DEFAULT_SERVER;
+  const source = opts.server ? '--server' : process.env.SERVER_API_URL ? 'SERVER_API_URL' : 'the default server';
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') {
+    // shown through redactUrl as an http URL, so a user:password@ written without a scheme is masked too
+    const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? '';
+    const asHttp = redactUrl(`http://${url.slice(scheme.length)}`);
+    const got = scheme ? redactUrl(url) : asHttp.slice('http://'.length);
+    throw new CliError(`${source} must be an http:// or https:// URL, got ${JSON.stringify(got)}; did you mean ${asHttp}?`);
+  }
+  return url;
 }
 
 /** --token, else PLAYFLOW_API_TOKEN, else none. */
