@@ -27,6 +27,16 @@ async function queueIds(executionId: string): Promise<string[]> {
   return q.rows.map((r) => String(r.queue_id));
 }
 
+/** A new execution whose one command w1 claimed and finished (call.done accepted): its queue id and w1's lease token. */
+async function startAndFinish(): Promise<{ id: string; qid: string; token: string }> {
+  const id = await start();
+  const [qid] = await queueIds(id);
+  const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
+  const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
+  expect(done.statusCode).toBe(200);
+  return { id, qid, token };
+}
+
 beforeAll(async () => {
   s = await startTestServer();
   expect((await s.call('POST', '/api/catalog/playbook', { content: simplePlaybook('ex/one') })).statusCode).toBe(201);
@@ -169,11 +179,7 @@ describe('commands: claim and heartbeat', () => {
   });
 
   it('a finished command: 410 on claim and heartbeat', async () => {
-    const id = await start();
-    const [qid] = await queueIds(id);
-    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
-    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
-    expect(done.statusCode).toBe(200);
+    const { qid, token } = await startAndFinish();
     const claim = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w2' });
     expect(claim.statusCode).toBe(410);
     expect(claim.json().error.code).toBe('finished');
@@ -181,11 +187,7 @@ describe('commands: claim and heartbeat', () => {
   });
 
   it('a claim of a done row of an ended execution says done, as the heartbeat does (not cancelled)', async () => {
-    const id = await start();
-    const [qid] = await queueIds(id);
-    const token = (await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' })).json().lease_token;
-    const done = await s.call('POST', '/api/v2/events', { execution_id: id, step: 'start', name: 'call.done', queue_id: qid, worker_id: 'w1', lease_token: token, payload: { response: { ok: true }, meta: {} } });
-    expect(done.statusCode).toBe(200);
+    const { id, qid, token } = await startAndFinish();
     expect((await s.call('GET', `/api/execution/${id}`)).json().status).toBe('completed');
     const claim = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1' });
     expect(claim.statusCode).toBe(410);
