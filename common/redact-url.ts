@@ -12,6 +12,9 @@
 
 const MASK = '***';
 /** Absolute URLs inside free text (error messages, log lines). */
+/** The `scheme://` an absolute URL starts with (RFC 3986 scheme). */
+export const URL_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
+
 const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>`]+/gi;
 
 function redactQuery(query: string): string {
@@ -44,7 +47,7 @@ export function redactUrl(url: string): string {
     query = `?${redactQuery(rest.slice(q + 1))}`;
     rest = rest.slice(0, q);
   }
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(rest);
+  const scheme = URL_SCHEME.exec(rest);
   if (scheme) {
     const afterScheme = rest.slice(scheme[0].length);
     const slash = afterScheme.indexOf('/');

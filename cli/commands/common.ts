@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import { ApiError, PlayflowClient } from '../../client/http.js';
 import { SecretsClient } from '../../client/secrets.js';
-import { redactUrl } from '../../common/redact-url.js';
+import { redactUrl, URL_SCHEME } from '../../common/redact-url.js';
 import { OUTPUT_FORMATS, parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
 
 export { OUTPUT_FORMATS, type OutputFormat };
@@ -52,7 +52,7 @@ export function serverUrl(opts: ApiOptions): string {
   }
   if (protocol !== 'http:' && protocol !== 'https:') {
     // shown through redactUrl as an http URL, so a user:password@ written without a scheme is masked too
-    const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? '';
+    const scheme = URL_SCHEME.exec(url)?.[0] ?? '';
     const asHttp = redactUrl(`http://${url.slice(scheme.length)}`);
     const got = scheme ? redactUrl(url) : asHttp.slice('http://'.length);
     throw new CliError(`${source} must be an http:// or https:// URL, got ${JSON.stringify(got)}; did you mean ${asHttp}?`);
