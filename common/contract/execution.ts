@@ -22,7 +22,9 @@ export const RunBody = Type.Object({
   /** With parent_queue_id: the lease holder of that command (ClaimedCommand.worker_id, lease_token), as its call.done would present. */
   worker_id: Type.Optional(WorkerId({ description: "with parent_queue_id: the worker holding the command's lease (409 not_lease_holder otherwise)" })),
   lease_token: Type.Optional(Type.String({ maxLength: 200, description: "with parent_queue_id: the lease token of the worker's claim of that command" })),
-});
+  // A misspelt field (`paylod`) or a reference-era one (`args`, `parameters`) is refused by name:
+  // ignored, it started the execution without the input its sender meant to give.
+}, { additionalProperties: false });
 export type RunBody = Static<typeof RunBody>;
 /**
  * What the execution service starts. `idempotency_key` is the request's `Idempotency-Key` header

@@ -4,8 +4,9 @@
  * - POST /api/run/playbook and POST /api/v2/execute (same behaviour) `{path, payload?, version?,
  *   parent_execution_id?, parent_queue_id?}` → **201** `{execution_id, status: 'started', path,
  *   version, commands}` (an execution is created every time). 404 unknown path (or version),
- *   400 payload not an object. `?wait=<seconds>` (0..60): when the execution ends within that
- *   time the answer carries its terminal `status`, `result`, `error` and `finished_at` instead.
+ *   400 payload not an object or a field the body does not have (`paylod`, `args`).
+ *   `?wait=<seconds>` (0..60): when the execution ends within that time the answer carries its
+ *   terminal `status`, `result`, `error` and `finished_at` instead.
  * - GET /api/execution/{id} → the execution record (status, path, version, timestamps, per-step
  *   state, result, error). 404 unknown, 400 non-numeric id. `?wait=<seconds>` (0..60) makes it
  *   a long poll: the answer comes as soon as the execution is terminal, or when the time is up
@@ -94,7 +95,8 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
         headers: RunHeaders,
         querystring: WaitQuery,
         body: RunBody,
-        response: { 201: Ref(RunResponse), ...errors(400, 404, 409) },
+        // 410: a child's start after its parent (or the parent's command) ended
+        response: { 201: Ref(RunResponse), ...errors(400, 404, 409, 410) },
       }),
     }, async (req, reply) => {
       const res: RunResponse = await start(req.body, req.headers['idempotency-key']);

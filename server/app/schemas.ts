@@ -44,6 +44,8 @@ export function errors(...codes: number[]): Record<number, { $ref: string; descr
     404: 'Not found',
     409: 'Conflict',
     410: 'Gone',
+    413: 'Request body larger than PLAYFLOW_MAX_BODY_BYTES',
+    415: 'Unsupported Content-Type: send application/json',
     422: 'Playbook invalid: details lists every problem with its path',
     425: 'Too early',
     500: 'Internal fault',

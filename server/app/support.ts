@@ -9,7 +9,7 @@ import { AppError, badRequest, unauthorized } from '../errors.js';
 import { isConnectionError } from '../db.js';
 import { metrics } from '../metrics.js';
 import type { PublicEndpointGroup } from '../config.js';
-import { sharedSchemas } from './schemas.js';
+import { errors, sharedSchemas } from './schemas.js';
 
 // ---- validation -------------------------------------------------------------------------------
 
@@ -375,6 +375,8 @@ export function routeSchema<S extends FastifySchema & { description?: string }>(
         response[code] = { ...r, description: code === '201' ? 'Created' : 'OK' };
       }
     }
+    // every route with a body can answer these two (the body limit and the JSON-only parser)
+    if (schema.body) for (const [code, r] of Object.entries(errors(413, 415))) response[code] ??= r;
   }
   return { tags: [tag], summary, ...schema };
 }

@@ -95,6 +95,39 @@ describe('one contract: common/contract drives validation, the document and the 
     expect((await s.call('GET', `/api/execution/${run.execution_id}`)).json().status).not.toBe('completed');
   });
 
+  it('a run body with a field it does not have is refused by name, and no execution is started', async () => {
+    const before = (await s.call('GET', '/api/executions?path=contract/one&limit=1000')).json().count;
+    for (const url of ['/api/run/playbook', '/api/v2/execute']) {
+      // a typo and a reference-era name: ignored, either started the playbook without its input
+      for (const field of ['paylod', 'args']) {
+        const err = await refusal('POST', url, { path: 'contract/one', [field]: { x: 1 } });
+        expect(err.details).toEqual([{ location: 'body', field, message: 'is not allowed' }]);
+        expect(err.message).toBe(`body field '${field}' is not allowed`);
+      }
+    }
+    expect((await s.call('GET', '/api/executions?path=contract/one&limit=1000')).json().count).toBe(before);
+    // every field the contract has still passes
+    const ok = await s.call('POST', '/api/run/playbook', { path: 'contract/one', payload: { x: 1 }, version: 1 });
+    expect(ok.statusCode, ok.body).toBe(201);
+  });
+
+  it('the document gives every route with a body its 413 and 415, and a run its 410 (a child of an ended parent)', async () => {
+    const doc = (await s.call('GET', '/docs/json')).json();
+    const withBody: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (!op.requestBody) continue;
+        withBody.push(`${method} ${path}`);
+        expect(Object.keys(op.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['413', '415']));
+      }
+    }
+    expect(withBody).toContain('post /api/run/playbook');
+    for (const path of ['/api/run/playbook', '/api/v2/execute']) expect(Object.keys(doc.paths[path].post.responses)).toContain('410');
+    // and the server answers them as documented
+    const text = await s.call('POST', '/api/run/playbook', 'x', { 'content-type': 'text/plain' });
+    expect(text.statusCode).toBe(415);
+  });
+
   it('list limits are the contract constants: default in the answer, one above the cap refused', async () => {
     const list = await s.call('GET', '/api/executions');
     expect(list.json()).toMatchObject({ limit: EXECUTION_LIST_LIMIT.default, offset: 0 });
