@@ -13,7 +13,7 @@ import { redactUrl } from '../common/redact-url.js';
 import { stringifyJson } from '../common/raw-json.js';
 import type {
   CatalogEntryView, CatalogVersionsView, ResourceOwner, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
-  ExecutionList, ExecutionStatusName, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
+  ExecutionFullList, ExecutionStatusName, ExecutionSummaryList, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
   PlaybookList, PostgresExecuteResponse, QueueStats, RegisterPlaybookResponse, RerunRequest, RetryRequest, RunRequest, RunResponse,
   ScheduleList, ScheduleSource, ScheduleSpec, ScheduleTicks, ScheduleView,
   RuntimeList, RuntimeRegisterRequest, StatusOk, WorkerEvent,
@@ -21,6 +21,16 @@ import type {
 import { EVENTS_PAGE_LIMIT, MAX_WAIT_SECONDS } from '../common/contract/limits.js';
 
 export type IdLike = string | number | bigint;
+
+/** Filters and page of GET /api/executions. */
+export interface ExecutionListOptions {
+  status?: ExecutionStatusName;
+  path?: string;
+  /** Only the children of this execution. */
+  parent?: IdLike;
+  limit?: number;
+  offset?: number;
+}
 
 /** The server's cap on `wait` (seconds): part of the contract. */
 export { MAX_WAIT_SECONDS };
@@ -217,10 +227,17 @@ export class PlayflowClient {
     }
   }
 
-  listExecutions(
-    opts: { status?: ExecutionStatusName; path?: string; limit?: number; offset?: number } = {},
-  ): Promise<ExecutionList> {
-    return this.request('GET', '/api/executions', { query: opts });
+  /**
+   * GET /api/executions, newest first. `parent`: the children of one execution. `view: 'summary'`
+   * leaves out each execution's payload, result and per-step summaries (a list page of large
+   * executions is then kilobytes, not megabytes); GET /api/execution/{id} has them.
+   */
+  listExecutions(opts: ExecutionListOptions & { view: 'summary' }): Promise<ExecutionSummaryList>;
+  listExecutions(opts?: ExecutionListOptions & { view?: 'full' }): Promise<ExecutionFullList>;
+  listExecutions(opts?: ExecutionListOptions & { view?: 'full' | 'summary' }): Promise<ExecutionFullList | ExecutionSummaryList>;
+  listExecutions(opts: ExecutionListOptions & { view?: 'full' | 'summary' } = {}): Promise<ExecutionFullList | ExecutionSummaryList> {
+    const { parent, ...rest } = opts;
+    return this.request('GET', '/api/executions', { query: { ...rest, parent: parent === undefined ? undefined : String(parent) } });
   }
 
   cancelExecution(id: IdLike): Promise<ExecutionView> {

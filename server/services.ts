@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
   QueueStats, QueueThroughput, RerunRequest, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
 } from '../common/protocol.js';
 import type { ExecutionStatus } from './engine/contract.js';
@@ -80,6 +80,11 @@ export interface CatalogService {
 /** An execution as the service returns it: exactly the wire shape of GET /api/execution/{id}. */
 export type ExecutionRecord = ExecutionView;
 
+export type { ExecutionListItem };
+
+/** How GET /api/executions gives each execution: as GET /api/execution/{id} does, or without payload, result and steps. */
+export type ExecutionListView = 'full' | 'summary';
+
 /** An event as stored and served: exactly the wire shape of GET /api/events/{id}. */
 export type StoredEvent = EventView;
 
@@ -88,7 +93,8 @@ export interface ExecutionService {
   start(req: RunRequest, origin?: ExecutionOrigin): Promise<RunResponse>;
   /** `steps: false`: without the step summaries (`steps` is `{}`), for a caller that needs only the outcome. */
   get(executionId: Id, opts?: { steps?: boolean }): Promise<ExecutionRecord | null>;
-  list(opts?: { status?: ExecutionStatus; path?: string; parent?: Id; limit?: number; offset?: number }): Promise<ExecutionRecord[]>;
+  /** Newest first; `view: 'summary'` leaves out payload, result and steps. */
+  list(opts?: { status?: ExecutionStatus; path?: string; parent?: Id; limit?: number; offset?: number; view?: ExecutionListView }): Promise<ExecutionListItem[]>;
   /** Ordered by seq; `after` is the last seq already seen. */
   events(executionId: Id, opts?: { after?: number; limit?: number }): Promise<{ events: StoredEvent[]; next_after: number | null }>;
   /** Per-step counts of the log (calls, loop progress) without reading payloads; null when unknown. */

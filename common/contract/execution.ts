@@ -94,21 +94,42 @@ export const ExecutionView = Type.Object({
 }, { $id: 'Execution' });
 export type ExecutionView = Static<typeof ExecutionView>;
 
-/** GET /api/executions?status=&path=&parent=&limit=&offset= — newest first. */
+/** GET /api/executions?status=&path=&parent=&limit=&offset=&view= — newest first. */
 export const ExecutionListQuery = Type.Object({
   status: Type.Optional(ExecutionStatusName),
   path: Type.Optional(Type.String({ description: 'catalog path' })),
   parent: Type.Optional(IdParam({ description: 'only the children of this execution' })),
   limit: LimitQuery(EXECUTION_LIST_LIMIT),
   offset: OffsetQuery(),
+  view: Type.Optional(StringEnum(['full', 'summary'], {
+    description: "full (default): each execution as GET /api/execution/{id} gives it; summary: without payload, result and steps",
+  })),
 });
+
+/**
+ * An execution in a list. With `view=summary` it has no payload, result or steps: a console page
+ * of 50 executions whose steps returned large results was megabytes, to draw ids and statuses.
+ */
+const { payload, result, steps, ...always } = ExecutionView.properties;
+export const ExecutionListItem = Type.Object({
+  ...always,
+  payload: Type.Optional(payload),
+  result: Type.Optional(result),
+  steps: Type.Optional(steps),
+}, { $id: 'ExecutionListItem' });
+export type ExecutionListItem = Static<typeof ExecutionListItem>;
+
 export const ExecutionList = Type.Object({
-  executions: Type.Array(Ref(ExecutionView)),
+  executions: Type.Array(Ref(ExecutionListItem)),
   count: Type.Integer({ description: 'items in this page' }),
   limit: Type.Integer(),
   offset: Type.Integer(),
 }, { $id: 'ExecutionList' });
 export type ExecutionList = Static<typeof ExecutionList>;
+/** The list as a client reads it: full records unless it asked for `view=summary`. */
+export type ExecutionFullList = Omit<ExecutionList, 'executions'> & { executions: ExecutionView[] };
+export type ExecutionSummary = Omit<ExecutionView, 'payload' | 'result' | 'steps'>;
+export type ExecutionSummaryList = Omit<ExecutionList, 'executions'> & { executions: ExecutionSummary[] };
 
 /**
  * POST /api/execution/{id}/retry — resume a failed or cancelled execution in place. `args` maps a
@@ -171,4 +192,4 @@ export const EventsPageQuery = Type.Object({
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only events of this name (e.g. vars_set)' })),
 });
 
-export const executionSchemas = [RunResponse, StepView, ExecutionView, ExecutionList, StepCountsList, EventView, EventsPage];
+export const executionSchemas = [RunResponse, StepView, ExecutionView, ExecutionListItem, ExecutionList, StepCountsList, EventView, EventsPage];

@@ -12,8 +12,9 @@
  *   a long poll: the answer comes as soon as the execution is terminal, or when the time is up
  *   with the state as it then is. Woken by the NOTIFY of the commit that ended the execution
  *   (executions/waiters.ts), so any replica answers for any writer without polling.
- * - GET /api/executions?status=&path=&parent=&limit=&offset= → `{executions, count, limit,
- *   offset}`, newest first; `parent` lists the child executions of one execution.
+ * - GET /api/executions?status=&path=&parent=&limit=&offset=&view= → `{executions, count, limit,
+ *   offset}`, newest first; `parent` lists the child executions of one execution; `view=summary`
+ *   leaves out each one's payload, result and steps (the console's lists need none of them).
  * - GET /api/execution/{id}/steps → `{execution_id, steps: [{step, calls, started, done, errors,
  *   loop_total, loop_done}]}`: per-step counts of the log in one aggregate (the console draws a
  *   large execution's graph and loop progress from it before its events have loaded). 404.
@@ -133,8 +134,8 @@ export async function executionRoutes(fastify: FastifyInstance, { deps }: AppCon
       response: { 200: Ref(ExecutionList), ...errors(400) },
     }),
   }, async (req) => {
-    const { status, path, parent, limit, offset } = req.query;
-    const executions = await deps.executions.list({ status, path: path || undefined, parent: parent === undefined ? undefined : toId(parent, 'parent'), limit, offset });
+    const { status, path, parent, limit, offset, view } = req.query;
+    const executions = await deps.executions.list({ status, path: path || undefined, parent: parent === undefined ? undefined : toId(parent, 'parent'), limit, offset, view });
     return { executions, count: executions.length, limit, offset };
   });
 

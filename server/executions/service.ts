@@ -30,7 +30,7 @@ import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, Ex
 import { badRequest, conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
 import { isConnectionError, type SessionSql, type TxOptions } from '../db.js';
-import { noopHooks, type Db, type ExecutionHooks, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
+import { noopHooks, type Db, type ExecutionHooks, type ExecutionListItem, type ExecutionListView, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as catalogStore from '../store/catalog.js';
 import * as eventStore from '../store/events.js';
 import * as execStore from '../store/executions.js';
@@ -485,11 +485,12 @@ export class PgExecutionService implements ExecutionService {
     return row ? execStore.toRecord(row) : null;
   }
 
-  async list(opts: { status?: ExecutionStatus; path?: string; parent?: string; limit?: number; offset?: number } = {}): Promise<ExecutionRecord[]> {
+  async list(opts: { status?: ExecutionStatus; path?: string; parent?: string; limit?: number; offset?: number; view?: ExecutionListView } = {}): Promise<ExecutionListItem[]> {
+    const summary = opts.view === 'summary';
     const rows = await execStore.list(this.db.pool, {
-      status: opts.status, path: opts.path, parent: opts.parent, limit: opts.limit ?? EXECUTION_LIST_LIMIT.default, offset: opts.offset ?? 0,
+      status: opts.status, path: opts.path, parent: opts.parent, limit: opts.limit ?? EXECUTION_LIST_LIMIT.default, offset: opts.offset ?? 0, summary,
     });
-    return rows.map(execStore.toRecord);
+    return rows.map(summary ? execStore.toSummary : execStore.toRecord);
   }
 
   async stepCounts(executionId: string): Promise<eventStore.StepCounts[] | null> {

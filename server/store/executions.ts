@@ -1,7 +1,7 @@
 /** SQL of the execution table. */
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
-import type { ExecutionRecord } from '../services.js';
+import type { ExecutionListItem, ExecutionRecord } from '../services.js';
 import { idLiteral, iso, sqlLiterals, type Queryable } from './sql.js';
 import { sessionStatement, type SessionSql } from '../db.js';
 
@@ -41,6 +41,12 @@ export interface ExecutionOrigin {
   schedule_tick?: Date | null;
   /** The webhook trigger whose delivery started it (migration 225). */
   hook_id?: string | null;
+}
+
+/** The API's list item of a summary row (list with `summary`): the record without payload, result and steps. */
+export function toSummary(r: ExecutionRow): ExecutionListItem {
+  const { payload: _p, result: _r, steps: _s, ...rest } = toRecord(r);
+  return rest;
 }
 
 export function toRecord(r: ExecutionRow): ExecutionRecord {
@@ -241,7 +247,15 @@ export async function findChild(q: Queryable, parentExecutionId: string, parentC
   return current(rows[0]) ?? null;
 }
 
-export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?: string; parent?: string; limit: number; offset: number }): Promise<ExecutionRow[]> {
+/** What a summary list reads: every column toRecord uses but payload and result (large, TOASTed). */
+const SUMMARY_COLUMNS = `execution_id, path, version, catalog_id, parent_execution_id, root_execution_id, status, error,
+  created_at, updated_at, finished_at, retries, rerun_of, schedule_id, schedule_tick, waiting, hook_id`;
+
+/** A page of executions, newest first; `summary`: without payload, result and the step summaries. */
+export async function list(
+  q: Queryable,
+  opts: { status?: ExecutionStatus; path?: string; parent?: string; limit: number; offset: number; summary?: boolean },
+): Promise<ExecutionRow[]> {
   const params: unknown[] = [opts.limit, opts.offset];
   const where: string[] = [];
   if (opts.status) {
@@ -256,11 +270,11 @@ export async function list(q: Queryable, opts: { status?: ExecutionStatus; path?
     params.push(opts.parent);
     where.push(`parent_execution_id = $${params.length}`);
   }
+  const page = `FROM execution ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY execution_id DESC LIMIT $1 OFFSET $2`;
+  if (opts.summary) return (await q.query<ExecutionRow>(`SELECT ${SUMMARY_COLUMNS} ${page}`, params)).rows;
   // the summaries are aggregated for the page only, after LIMIT
   const { rows } = await q.query<RowWithSteps>(
-    `SELECT e.*, ${stepsOf('e')}
-       FROM (SELECT * FROM execution ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY execution_id DESC LIMIT $1 OFFSET $2) e
-      ORDER BY e.execution_id DESC`, params);
+    `SELECT e.*, ${stepsOf('e')} FROM (SELECT * ${page}) e ORDER BY e.execution_id DESC`, params);
   return rows.map(current);
 }
 

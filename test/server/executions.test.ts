@@ -140,6 +140,26 @@ describe('GET /api/executions', () => {
     expect(started.executions[0].status).toBe('started');
   });
 
+  it('view=summary: every field of the full list but payload, result and steps; an unknown view is refused', async () => {
+    const id = await start('ex/two', { big: 'x'.repeat(10_000) });
+    const full = (await s.call('GET', `/api/executions?path=ex/two&limit=1`)).json().executions[0];
+    expect(full.execution_id).toBe(id);
+    expect(full.payload.big).toHaveLength(10_000);
+    expect(Object.keys(full.steps).length).toBeGreaterThan(0);
+    const r = await s.call('GET', `/api/executions?path=ex/two&limit=1&view=summary`);
+    expect(r.statusCode).toBe(200);
+    const summary = r.json().executions[0];
+    const { payload: _p, result: _r, steps: _s, ...rest } = full;
+    expect(summary).toEqual(rest);
+    expect(r.body.length).toBeLessThan(1000);
+    // the same page, filters and order as the full view
+    const ids = (q: string) => s.call('GET', `/api/executions?${q}`).then((x) => x.json().executions.map((e: { execution_id: string }) => e.execution_id));
+    expect(await ids('path=ex/two&limit=3&offset=1&view=summary')).toEqual(await ids('path=ex/two&limit=3&offset=1'));
+    const bad = await s.call('GET', '/api/executions?view=compact');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.details[0].field).toBe('view');
+  });
+
   it('unknown status: 400 listing the allowed values', async () => {
     const r = await s.call('GET', '/api/executions?status=sleeping');
     expect(r.statusCode).toBe(400);

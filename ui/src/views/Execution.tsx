@@ -209,7 +209,7 @@ function useChildren(id: string, changes: number): Execution[] {
   const [children, setChildren] = useState<Execution[]>([]);
   useEffect(() => {
     const ac = new AbortController();
-    api<{ executions: Execution[] }>(`/api/executions${q({ parent: id, limit: 500 })}`, { signal: ac.signal })
+    api<{ executions: Execution[] }>(`/api/executions${q({ parent: id, limit: 500, view: 'summary' })}`, { signal: ac.signal })
       .then((r) => setChildren(r.executions))
       .catch(() => {});
     return () => ac.abort();

@@ -20,7 +20,7 @@ export function ExecutionsView() {
     navigate(`/executions${q(next.page ? next : { ...next, page: undefined })}`);
   };
   const { data, error } = usePoll(
-    (signal) => api<{ executions: Execution[]; count: number }>(`/api/executions${q({ status, path, limit: PAGE, offset: page * PAGE })}`, { signal }),
+    (signal) => api<{ executions: Execution[]; count: number }>(`/api/executions${q({ status, path, limit: PAGE, offset: page * PAGE, view: 'summary' })}`, { signal }),
     [status, path, page],
     2000,
   );
