@@ -108,6 +108,44 @@ describe('migrations', () => {
     }
   });
 
+  it('330 ends the steps that ended executions left running: summaries say cancelled, their stale snapshots go', async () => {
+    const all = await loadMigrations();
+    const dir = await mkdtemp(path.join(tmpdir(), 'pfmig330-'));
+    for (const f of all.filter((m) => m.number < 330)) await writeFile(path.join(dir, f.file), f.sql);
+    const tdb4 = await createTestDatabase('pf_migrate_330');
+    const d = createDb(tdb4.url, { max: 1 });
+    try {
+      await migrate(d.pool, { dir });
+      const cat = await d.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('m/x', 1, '', '{}', 'h') RETURNING catalog_id`);
+      const ids: Record<string, string> = {};
+      for (const status of ['cancelled', 'failed', 'running', 'completed']) {
+        const r = await d.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id, status) VALUES ($1, 'm/x', 1, 0, $2) RETURNING execution_id`, [cat.rows[0].catalog_id, status]);
+        ids[status] = r.rows[0].execution_id;
+        const steps = { a: { status: 'completed', runs: 1 }, b: { status: 'running', runs: 1 } };
+        for (const [step, summary] of Object.entries(steps)) {
+          await d.pool.query('INSERT INTO execution_step (execution_id, step, summary) VALUES ($1, $2, $3)', [ids[status], step, JSON.stringify(summary)]);
+        }
+        await d.pool.query('INSERT INTO execution_state (execution_id, seq, state) VALUES ($1, 5, $2)', [ids[status], JSON.stringify({ status, steps })]);
+      }
+      for (const f of all.filter((m) => m.number >= 330)) await writeFile(path.join(dir, f.file), f.sql);
+      expect(await migrate(d.pool, { dir })).toContain('330_ended_steps_not_running');
+      const { rows } = await d.pool.query(`SELECT execution_id, step, summary->>'status' AS status FROM execution_step ORDER BY execution_id, step`);
+      const statusOf = (ex: string, step: string) => rows.find((r) => r.execution_id === ex && r.step === step)?.status;
+      for (const ended of ['cancelled', 'failed']) {
+        expect(statusOf(ids[ended], 'b'), ended).toBe('cancelled');
+        expect(statusOf(ids[ended], 'a'), ended).toBe('completed');
+      }
+      // a running execution's running step is running; nothing else changed
+      expect(statusOf(ids.running, 'b')).toBe('running');
+      expect(statusOf(ids.completed, 'b')).toBe('running');
+      const snaps = await d.pool.query('SELECT execution_id FROM execution_state ORDER BY execution_id');
+      expect(snaps.rows.map((r) => r.execution_id)).toEqual([ids.running, ids.completed]);
+    } finally {
+      await d.close();
+      await tdb4.drop();
+    }
+  });
+
   it('ids travel as strings', async () => {
     const d = open();
     const { rows } = await d.pool.query(`SELECT 9007199254740993::bigint AS big`);
