@@ -12,7 +12,7 @@
 import { redactUrl } from '../common/redact-url.js';
 import { stringifyJson } from '../common/raw-json.js';
 import type {
-  CatalogEntryView, CatalogVersionsView, ResourceOwner, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
+  CatalogEntryView, CatalogVersions, CatalogVersionsView, ResourceOwner, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
   ExecutionFullList, ExecutionStatusName, ExecutionSummaryList, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
   PlaybookList, PostgresExecuteResponse, QueueStats, RegisterPlaybookResponse, RerunRequest, RetryRequest, RunRequest, RunResponse,
   ScheduleList, ScheduleSource, ScheduleSpec, ScheduleTicks, ScheduleView,
@@ -143,6 +143,11 @@ export class PlayflowClient {
   /** GET /api/catalog/versions: latest version and owner of each known path (no content). */
   playbookVersions(paths: string[]): Promise<CatalogVersionsView> {
     return this.request('GET', '/api/catalog/versions', { query: { paths: paths.join(',') } });
+  }
+
+  /** GET /api/catalog/versions/{path}: the live versions of one path, newest first (404 unknown path). */
+  playbookHistory(path: string): Promise<CatalogVersions> {
+    return this.request('GET', `/api/catalog/versions/${encodeCatalogPath(path)}`);
   }
 
   /** GET /api/catalog/playbook/{path}; latest version unless `version` is given. */

@@ -15,7 +15,7 @@ export type {
   WorkerEvent, EventsAck, EventResult, ClaimNextRequest, EventsBatch,
   RunRequest, RunResponse, ExecutionStatusName, StepView, ExecutionView, RetryRequest, RerunRequest, ExecutionList, ExecutionListItem, ExecutionFullList, ExecutionSummary, ExecutionSummaryList, EventView, EventsPage,
   PlaybookIssueView, RegisterPlaybookRequest, RegisterPlaybookResponse, CatalogEntryView, CatalogSummaryView, PlaybookList, ResourceOwner,
-  CatalogVersionsView, DeletePlaybookResponse,
+  CatalogVersions, CatalogVersionsView, DeletePlaybookResponse,
   QueueStats, QueueThroughput, RuntimeRegisterRequest, RuntimeHeartbeatRequest, RuntimeEntry, RuntimeList,
   HealthCheck, HealthResponse, PostgresExecuteRequest, PostgresExecuteResponse,
   ConcurrencyPolicy, MissedRunPolicy, ScheduleSource, ScheduleSpec, ScheduleView, ScheduleList, ScheduleTickView, ScheduleTicks,

@@ -1,18 +1,24 @@
 /**
- * `playflow catalog …`: register a playbook from a file; get and list catalog entries.
+ * `playflow catalog …`: register a playbook from a file; get, list, show the versions of and
+ * delete catalog entries.
  *
  *   playflow catalog register playbook <file> [--path <catalog path>]
  *   playflow catalog get playbook <path> [--version N]
- *   playflow catalog list [--prefix p]
+ *   playflow catalog list [--prefix p] [--limit N]
+ *   playflow catalog versions <path>                    (live versions, newest first)
+ *   playflow catalog delete playbook <path> [--owner Kind/namespace/name]
  *
- * Every command takes -o table|json|yaml (cli/output.ts): json/yaml print the API body as is.
+ * `delete` removes every version of the path (a soft delete: running executions keep theirs;
+ * registering again starts over); with --owner only when that resource owns the path (409
+ * `owned_by_other` otherwise). Every command takes -o table|json|yaml (cli/output.ts): json/yaml
+ * print the API body as is.
  */
 import type { Command } from 'commander';
 import { table } from '../output.js';
 import { action, apiOptions, clientFrom, CliError, printBody, println, readPlaybookFile, type ApiOptions } from './common.js';
 
 export function register(program: Command): void {
-  const catalog = program.command('catalog').description('Playbook catalog: register, get, list');
+  const catalog = program.command('catalog').description('Playbook catalog: register, get, list, versions, delete');
 
   const reg = catalog.command('register').description('Register a resource in the catalog');
   apiOptions(
@@ -53,5 +59,32 @@ export function register(program: Command): void {
       res.playbooks.map((p) => [p.path, p.version, p.name, p.catalog_id, p.created_at]),
       'No playbooks found.',
     ));
+  }));
+
+  apiOptions(
+    catalog.command('versions <path>')
+      .description('List the live versions of a playbook path, newest first'),
+  ).action(action(async (path: string, opts: ApiOptions) => {
+    const res = await clientFrom(opts).playbookHistory(path);
+    if (printBody(opts, res)) return;
+    process.stdout.write(table(
+      ['version', 'catalog_id', 'created'],
+      res.versions.map((v) => [v.version, v.catalog_id, v.created_at]),
+      `No versions of ${res.path}.`,
+    ));
+  }));
+
+  const del = catalog.command('delete').description('Remove a resource from the catalog');
+  apiOptions(
+    del.command('playbook <path>')
+      .description('Remove every version of a playbook path (running executions keep their version)')
+      .option('--owner <owner>', 'Kind/namespace/name: remove only when this resource owns the path (409 otherwise)'),
+  ).action(action(async (path: string, opts: ApiOptions & { owner?: string }) => {
+    if (opts.owner !== undefined && !/^[^/]+\/[^/]+\/[^/]+$/.test(opts.owner)) {
+      throw new CliError(`--owner must be Kind/namespace/name, got ${JSON.stringify(opts.owner)}`);
+    }
+    const res = await clientFrom(opts).deletePlaybook(path, opts.owner);
+    if (printBody(opts, res)) return;
+    println(`deleted: ${res.path}`);
   }));
 }

@@ -1,11 +1,21 @@
 /**
- * `playflow execution status <id> [--watch]`: show an execution (status, steps, result, error);
- * `--watch` long-polls (GET ?wait=) until it ends, printing status changes, and exits non-zero when it failed or
- * was cancelled. Also `execution list`, `execution events <id>`, `execution cancel <id>`,
- * `execution retry <id>` (resume in place) and `execution rerun <id>` (a new execution).
+ * `playflow execution …`:
  *
- * -o table (default) keeps the readable status block and one line per event; `list` is a table.
- * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`).
+ *   playflow execution status <id> [--watch] [--interval ms]
+ *   playflow execution list [--status s] [--path p] [--parent <id>] [--limit N] [--offset N]
+ *   playflow execution events <id> [--after seq] [--limit N]
+ *   playflow execution cancel <id>
+ *   playflow execution retry <id> [--args json] [--payload json] [--wait]    (resume in place)
+ *   playflow execution rerun <id> [--payload json] [--wait]                  (a new execution)
+ *
+ * `status` shows an execution (status, steps, result, error); `--watch` long-polls (GET ?wait=)
+ * until it ends, printing status changes, and exits non-zero when it failed or was cancelled.
+ * `list` is newest first; `--parent` lists the children of one execution, `--offset` pages on.
+ *
+ * -o table (default) keeps the readable status block and one line per event; `list` is a table
+ * (asked for with `view=summary`: no payloads, results or step summaries it would not show).
+ * -o json / -o yaml print the API body (`events`: every page joined, `{execution_id, events}`;
+ * `list`: the full records).
  */
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
@@ -18,6 +28,21 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 export function checkId(id: string): string {
   if (!/^[0-9]+$/.test(id)) throw new CliError(`execution id must be a decimal integer, got ${JSON.stringify(id)}`);
   return id;
+}
+
+/** An option's whole number (`--offset 1`); anything else (`abc`, `1.5`, `-1`, `2x`) is a CliError naming the option. */
+export function checkCount(value: string | undefined, option: string, min = 0): number | undefined {
+  if (value === undefined) return undefined;
+  const n = /^[0-9]+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${option} must be a whole number${min > 0 ? ` of at least ${min}` : ''}, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** An option's execution id (`--parent 12`); anything else is a CliError naming the option. */
+export function checkIdOption(value: string | undefined, option: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]+$/.test(value)) throw new CliError(`${option} must be an execution id (a decimal integer), got ${JSON.stringify(value)}`);
+  return value;
 }
 
 function short(v: unknown, max = 200): string {
@@ -108,9 +133,20 @@ export function register(program: Command): void {
       .description('List executions, newest first')
       .option('--status <status>', 'started, running, completed, failed or cancelled')
       .option('--path <path>', 'catalog path')
-      .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
-  ).action(action(async (opts: ApiOptions & { status?: string; path?: string; limit?: number }) => {
-    const res = await clientFrom(opts).listExecutions({ status: opts.status as never, path: opts.path, limit: opts.limit });
+      .option('--parent <execution_id>', 'only the children of this execution')
+      .option('--limit <n>', 'at most this many')
+      .option('--offset <n>', 'skip this many (the newest first)'),
+  ).action(action(async (opts: ApiOptions & { status?: string; path?: string; parent?: string; limit?: string; offset?: string }) => {
+    const format = outputFormat(opts);
+    const res = await clientFrom(opts).listExecutions({
+      status: opts.status as never,
+      path: opts.path,
+      parent: checkIdOption(opts.parent, '--parent'),
+      limit: checkCount(opts.limit, '--limit', 1),
+      offset: checkCount(opts.offset, '--offset'),
+      // the table shows none of payload, result or steps: the server leaves them out; json/yaml get the full records
+      ...(format === 'table' ? { view: 'summary' as const } : {}),
+    });
     if (printBody(opts, res)) return;
     process.stdout.write(table(
       ['execution_id', 'status', 'playbook', 'version', 'started', 'finished'],

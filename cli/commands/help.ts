@@ -33,6 +33,14 @@ export const EXAMPLES: Record<string, string[]> = {
     'playflow catalog list',
     'playflow catalog list --prefix team/ -o json',
   ],
+  'catalog versions': [
+    'playflow catalog versions examples/hello_world',
+    'playflow catalog versions team/etl -o json',
+  ],
+  'catalog delete playbook': [
+    'playflow catalog delete playbook team/etl',
+    'playflow catalog delete playbook team/etl --owner Playbook/team-a/etl -o json',
+  ],
   'run playbook': [
     'playflow run playbook examples/hello_world --payload \'{"name": "Ada"}\'',
     'playflow run playbook team/etl --payload @input.json --wait',
@@ -45,6 +53,8 @@ export const EXAMPLES: Record<string, string[]> = {
   'execution list': [
     'playflow execution list',
     'playflow execution list --status failed --path team/etl --limit 20 -o yaml',
+    'playflow execution list --parent 4821',
+    'playflow execution list --limit 50 --offset 50',
   ],
   'execution events': [
     'playflow execution events 4821',

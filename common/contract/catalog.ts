@@ -101,6 +101,7 @@ export const CatalogVersions = Type.Object({
   path: Type.String(),
   versions: Type.Array(Type.Object({ catalog_id: Id(), version: Type.Integer(), created_at: Timestamp() })),
 }, { $id: 'CatalogVersions' });
+export type CatalogVersions = Static<typeof CatalogVersions>;
 
 /** DELETE /api/catalog/playbook/{path}. */
 export const DeletePlaybookResponse = Type.Object({ status: StringEnum(['deleted']), path: Type.String() });
