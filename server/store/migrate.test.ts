@@ -21,6 +21,30 @@ const open = () => {
   return d;
 };
 
+/**
+ * A fresh database migrated up to (not including) migration `n`, for a test that writes rows the
+ * way that schema held them; `migrateRest` then applies `n` and every later file.
+ */
+async function databaseBefore(n: number) {
+  const all = await loadMigrations();
+  const dir = await mkdtemp(path.join(tmpdir(), `pfmig${n}-`));
+  for (const f of all.filter((m) => m.number < n)) await writeFile(path.join(dir, f.file), f.sql);
+  const t = await createTestDatabase(`pf_migrate_${n}`);
+  const d = createDb(t.url, { max: 1 });
+  await migrate(d.pool, { dir });
+  return {
+    pool: d.pool,
+    async migrateRest() {
+      for (const f of all.filter((m) => m.number >= n)) await writeFile(path.join(dir, f.file), f.sql);
+      return migrate(d.pool, { dir });
+    },
+    async close() {
+      await d.close();
+      await t.drop();
+    },
+  };
+}
+
 describe('migrations', () => {
   it('are sorted by number', async () => {
     const files = await loadMigrations();
@@ -76,20 +100,14 @@ describe('migrations', () => {
   });
 
   it('260 moves the step summaries out of the execution row into execution_step, row for row', async () => {
-    const all = await loadMigrations();
-    const dir = await mkdtemp(path.join(tmpdir(), 'pfmig260-'));
-    for (const f of all.filter((m) => m.number < 260)) await writeFile(path.join(dir, f.file), f.sql);
-    const tdb3 = await createTestDatabase('pf_migrate_260');
-    const d = createDb(tdb3.url, { max: 1 });
+    const d = await databaseBefore(260);
     try {
-      await migrate(d.pool, { dir });
       const cat = await d.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('m/x', 1, '', '{}', 'h') RETURNING catalog_id`);
       const steps = { a: { status: 'completed', runs: 1, result: { n: 1 } }, b: { status: 'running', runs: 2 } };
       const ex = await d.pool.query(
         `INSERT INTO execution (catalog_id, path, version, root_execution_id, steps) VALUES ($1, 'm/x', 1, 0, $2), ($1, 'm/x', 1, 0, '{}') RETURNING execution_id`,
         [cat.rows[0].catalog_id, JSON.stringify(steps)]);
-      for (const f of all.filter((m) => m.number >= 260)) await writeFile(path.join(dir, f.file), f.sql);
-      expect(await migrate(d.pool, { dir })).toContain('260_execution_step');
+      expect(await d.migrateRest()).toContain('260_execution_step');
       const { rows } = await d.pool.query(
         'SELECT execution_id, step, summary FROM execution_step ORDER BY execution_id, step');
       expect(rows).toEqual([
@@ -104,18 +122,12 @@ describe('migrations', () => {
       expect((await d.pool.query('SELECT count(*) AS n FROM execution_step')).rows[0].n).toBe('0');
     } finally {
       await d.close();
-      await tdb3.drop();
     }
   });
 
   it('330 ends the steps that ended executions left running: summaries say cancelled, their stale snapshots go', async () => {
-    const all = await loadMigrations();
-    const dir = await mkdtemp(path.join(tmpdir(), 'pfmig330-'));
-    for (const f of all.filter((m) => m.number < 330)) await writeFile(path.join(dir, f.file), f.sql);
-    const tdb4 = await createTestDatabase('pf_migrate_330');
-    const d = createDb(tdb4.url, { max: 1 });
+    const d = await databaseBefore(330);
     try {
-      await migrate(d.pool, { dir });
       const cat = await d.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('m/x', 1, '', '{}', 'h') RETURNING catalog_id`);
       const ids: Record<string, string> = {};
       for (const status of ['cancelled', 'failed', 'running', 'completed']) {
@@ -127,8 +139,7 @@ describe('migrations', () => {
         }
         await d.pool.query('INSERT INTO execution_state (execution_id, seq, state) VALUES ($1, 5, $2)', [ids[status], JSON.stringify({ status, steps })]);
       }
-      for (const f of all.filter((m) => m.number >= 330)) await writeFile(path.join(dir, f.file), f.sql);
-      expect(await migrate(d.pool, { dir })).toContain('330_ended_steps_not_running');
+      expect(await d.migrateRest()).toContain('330_ended_steps_not_running');
       const { rows } = await d.pool.query(`SELECT execution_id, step, summary->>'status' AS status FROM execution_step ORDER BY execution_id, step`);
       const statusOf = (ex: string, step: string) => rows.find((r) => r.execution_id === ex && r.step === step)?.status;
       for (const ended of ['cancelled', 'failed']) {
@@ -142,7 +153,6 @@ describe('migrations', () => {
       expect(snaps.rows.map((r) => r.execution_id)).toEqual([ids.running, ids.completed]);
     } finally {
       await d.close();
-      await tdb4.drop();
     }
   });
 
