@@ -13,7 +13,7 @@ export type {
   ErrorBody, StatusOk,
   CommandNotification, ClaimRequest, ClaimedCommand, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
   WorkerEvent, EventsAck, EventResult, ClaimNextRequest, EventsBatch,
-  RunRequest, RunResponse, ExecutionStatusName, StepView, ExecutionView, RetryRequest, RerunRequest, ExecutionList, ExecutionListItem, ExecutionFullList, ExecutionSummary, ExecutionSummaryList, EventView, EventsPage,
+  RunRequest, RunResponse, ExecutionStatusName, StepView, ExecutionView, RetryRequest, RerunRequest, ExecutionList, ExecutionListItem, ExecutionListView, ExecutionFullList, ExecutionSummary, ExecutionSummaryList, EventView, EventsPage,
   PlaybookIssueView, RegisterPlaybookRequest, RegisterPlaybookResponse, CatalogEntryView, CatalogSummaryView, PlaybookList, ResourceOwner,
   CatalogVersions, CatalogVersionsView, DeletePlaybookResponse,
   QueueStats, QueueThroughput, RuntimeRegisterRequest, RuntimeHeartbeatRequest, RuntimeEntry, RuntimeList,

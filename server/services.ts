@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionListView, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
   QueueStats, QueueThroughput, RerunRequest, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
 } from '../common/protocol.js';
 import type { ExecutionStatus } from './engine/contract.js';
@@ -80,10 +80,7 @@ export interface CatalogService {
 /** An execution as the service returns it: exactly the wire shape of GET /api/execution/{id}. */
 export type ExecutionRecord = ExecutionView;
 
-export type { ExecutionListItem };
-
-/** How GET /api/executions gives each execution: as GET /api/execution/{id} does, or without payload, result and steps. */
-export type ExecutionListView = 'full' | 'summary';
+export type { ExecutionListItem, ExecutionListView };
 
 /** An event as stored and served: exactly the wire shape of GET /api/events/{id}. */
 export type StoredEvent = EventView;

@@ -106,6 +106,9 @@ export const ExecutionListQuery = Type.Object({
   })),
 });
 
+/** How GET /api/executions gives each execution: as GET /api/execution/{id} does, or without payload, result and steps. */
+export type ExecutionListView = NonNullable<Static<typeof ExecutionListQuery>['view']>;
+
 /**
  * An execution in a list. With `view=summary` it has no payload, result or steps: a console page
  * of 50 executions whose steps returned large results was megabytes, to draw ids and statuses.
