@@ -93,11 +93,7 @@ export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext
       ? () => deps.executions.events(id, { after, limit })
       : async () => {
         if (!(await deps.executions.get(id))) throw notFound(`execution ${id} not found`, { execution_id: id });
-        // one more than the page: next_after is null when nothing selected follows it
-        const events = await eventStore.listWhere(deps.db.pool, id, { after, limit: limit + 1, step, name });
-        const more = events.length > limit;
-        if (more) events.length = limit;
-        return { events, next_after: more ? events[events.length - 1].seq : null };
+        return eventStore.toPage(await eventStore.listWhere(deps.db.pool, id, { after, limit: limit + 1, step, name }), limit);
       };
     let page = await read();
     if (page.events.length === 0 && !(await deps.executions.get(id))) {

@@ -504,11 +504,7 @@ export class PgExecutionService implements ExecutionService {
     if (!id || !(await execStore.get(this.db.pool, id))) throw notFound(`execution ${executionId} not found`);
     const limit = opts.limit ?? EVENTS_PAGE_LIMIT.default;
     const after = opts.after ?? 0;
-    // one row more than the page: next_after is null when the page ends the log
-    const events = await eventStore.list(this.db.pool, id, after, limit + 1);
-    const more = events.length > limit;
-    if (more) events.length = limit;
-    return { events, next_after: more ? events[events.length - 1].seq : null };
+    return eventStore.toPage(await eventStore.list(this.db.pool, id, after, limit + 1), limit);
   }
 
   // ---------------------------------------------------------------------------------- events

@@ -73,6 +73,16 @@ export async function lastSeq(q: Queryable, executionId: string): Promise<number
   return rows[0]?.s ?? 0;
 }
 
+/**
+ * A page read with one row more than `limit` (list or listWhere with `limit + 1`): its first
+ * `limit` rows, and the seq to continue after, null when nothing selected follows the page.
+ */
+export function toPage(rows: StoredEvent[], limit: number): { events: StoredEvent[]; next_after: number | null } {
+  const more = rows.length > limit;
+  if (more) rows.length = limit;
+  return { events: rows, next_after: more ? rows[rows.length - 1].seq : null };
+}
+
 /** Events with seq > after, in order. */
 export async function list(q: Queryable, executionId: string, after = 0, limit?: number): Promise<StoredEvent[]> {
   const params: unknown[] = [executionId, after];
