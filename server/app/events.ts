@@ -92,13 +92,11 @@ export async function eventRoutes(fastify: FastifyInstance, { deps }: AppContext
     const read = step === undefined && name === undefined
       ? () => deps.executions.events(id, { after, limit })
       : async () => {
-        if (!(await deps.executions.get(id))) throw notFound(`execution ${id} not found`, { execution_id: id });
+        if (!(await deps.executions.get(id, { steps: false }))) throw notFound(`execution ${id} not found`, { execution_id: id });
         return eventStore.toPage(await eventStore.listWhere(deps.db.pool, id, { after, limit: limit + 1, step, name }), limit);
       };
+    // each read refuses an unknown execution (404), the first one included
     let page = await read();
-    if (page.events.length === 0 && !(await deps.executions.get(id))) {
-      throw notFound(`execution ${id} not found`, { execution_id: id });
-    }
     const until = Date.now() + (req.query.wait ?? 0) * 1000;
     while (page.events.length === 0 && Date.now() < until && !closing && !req.raw.socket?.destroyed) {
       await new Promise((r) => setTimeout(r, Math.min(LONG_POLL_TICK_MS, until - Date.now())));

@@ -495,13 +495,13 @@ export class PgExecutionService implements ExecutionService {
 
   async stepCounts(executionId: string): Promise<eventStore.StepCounts[] | null> {
     const id = parseId(executionId);
-    if (!id || !(await execStore.get(this.db.pool, id))) return null;
+    if (!id || !(await execStore.get(this.db.pool, id, { steps: false }))) return null;
     return eventStore.stepCounts(this.db.pool, id);
   }
 
   async events(executionId: string, opts: { after?: number; limit?: number } = {}): Promise<{ events: StoredEvent[]; next_after: number | null }> {
     const id = parseId(executionId);
-    if (!id || !(await execStore.get(this.db.pool, id))) throw notFound(`execution ${executionId} not found`);
+    if (!id || !(await execStore.get(this.db.pool, id, { steps: false }))) throw notFound(`execution ${executionId} not found`);
     const limit = opts.limit ?? EVENTS_PAGE_LIMIT.default;
     const after = opts.after ?? 0;
     return eventStore.toPage(await eventStore.list(this.db.pool, id, after, limit + 1), limit);

@@ -393,6 +393,9 @@ workflow:
 
   it('GET /api/events: unknown execution 404, non-numeric 400, bad after 400', async () => {
     expect((await s.call('GET', '/api/events/424242')).statusCode).toBe(404);
+    // narrowed to a step or a name, and as a long poll: at once, not after the wait
+    expect((await s.call('GET', '/api/events/424242?step=start')).statusCode).toBe(404);
+    expect((await s.call('GET', '/api/events/424242?name=call.done&wait=5')).statusCode).toBe(404);
     expect((await s.call('GET', '/api/events/x')).statusCode).toBe(400);
     const bad = await s.call('GET', '/api/events/1?after=-1');
     expect(bad.statusCode).toBe(400);
