@@ -45,7 +45,7 @@ export class Lifecycle {
       const applied = await this.s.applyLoaded(client, ctx, loaded, { name: 'execution.cancel', step: null, payload: { reason: 'cancelled by request' } });
       return applied.row;
     });
-    return execStore.toRecord({ ...row, steps: execStore.orderedSteps(row.steps ?? {}) });
+    return execStore.toOrderedRecord(row);
   }
 
   /**
@@ -91,8 +91,7 @@ export class Lifecycle {
       return fresh;
     });
     metrics.executions.inc({ status: 'retried' });
-    // a copy, keyed as GET /api/execution/{id} orders them: the next decision changes the state's map in place
-    return execStore.toRecord({ ...row, steps: execStore.orderedSteps(row.steps ?? {}) });
+    return execStore.toOrderedRecord(row);
   }
 
   /**

@@ -477,8 +477,7 @@ export class PgExecutionService implements ExecutionService {
       if (cached && cached.seq === row.last_seq) {
         this.reads.fromCache++;
         // a copy: the next decision changes the cached map in place (REUSE_STEPS); summaries are replaced, never changed
-        row.steps = execStore.orderedSteps(cached.state.steps);
-        return execStore.toRecord(row);
+        return execStore.toOrderedRecord(row, cached.state.steps);
       }
     }
     const row = await execStore.get(this.db.pool, id, opts);

@@ -167,6 +167,15 @@ export async function lockedStatus(q: Queryable, executionId: string): Promise<E
   return rows[0]?.status ?? null;
 }
 
+/**
+ * The record of a row whose summaries come from an engine state (`steps`, by default the row's):
+ * a copy keyed as GET /api/execution/{id} gives them, since the next decision changes the state's
+ * map in place.
+ */
+export function toOrderedRecord(r: ExecutionRow, steps: Record<string, StepSummary> = r.steps ?? {}): ExecutionRecord {
+  return toRecord({ ...r, steps: orderedSteps(steps) });
+}
+
 /** Step summaries keyed in the order `stepsOf` aggregates them (shorter names first, then bytes). */
 export function orderedSteps(steps: Record<string, StepSummary>): Record<string, StepSummary> {
   const keys = Object.keys(steps);
