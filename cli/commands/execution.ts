@@ -25,8 +25,11 @@ import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
-export function checkId(id: string): string {
-  if (!/^[0-9]+$/.test(id)) throw new CliError(`execution id must be a decimal integer, got ${JSON.stringify(id)}`);
+/** An execution id, an argument or the value of `option` (`--parent`); anything else is a CliError naming it. */
+export function checkId(id: string, option?: string): string {
+  if (!/^[0-9]+$/.test(id)) {
+    throw new CliError(`${option ? `${option} must be an execution id (a decimal integer)` : 'execution id must be a decimal integer'}, got ${JSON.stringify(id)}`);
+  }
   return id;
 }
 
@@ -36,13 +39,6 @@ export function checkCount(value: string | undefined, option: string, min = 0): 
   const n = /^[0-9]+$/.test(value) ? Number(value) : NaN;
   if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${option} must be a whole number${min > 0 ? ` of at least ${min}` : ''}, got ${JSON.stringify(value)}`);
   return n;
-}
-
-/** An option's execution id (`--parent 12`); anything else is a CliError naming the option. */
-export function checkIdOption(value: string | undefined, option: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (!/^[0-9]+$/.test(value)) throw new CliError(`${option} must be an execution id (a decimal integer), got ${JSON.stringify(value)}`);
-  return value;
 }
 
 function short(v: unknown, max = 200): string {
@@ -141,7 +137,7 @@ export function register(program: Command): void {
     const res = await clientFrom(opts).listExecutions({
       status: opts.status as never,
       path: opts.path,
-      parent: checkIdOption(opts.parent, '--parent'),
+      parent: opts.parent === undefined ? undefined : checkId(opts.parent, '--parent'),
       limit: checkCount(opts.limit, '--limit', 1),
       offset: checkCount(opts.offset, '--offset'),
       // the table shows none of payload, result or steps: the server leaves them out; json/yaml get the full records
