@@ -15,7 +15,7 @@
  */
 import type { Command } from 'commander';
 import { table } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, printBody, println, readPlaybookFile, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, CliError, printBody, println, readPlaybookFile, type ApiOptions, wholeNumber } from './common.js';
 
 export function register(program: Command): void {
   const catalog = program.command('catalog').description('Playbook catalog: register, get, list, versions, delete');
@@ -38,9 +38,9 @@ export function register(program: Command): void {
   apiOptions(
     get.command('playbook <path>')
       .description('Show a playbook (latest version unless --version)')
-      .option('--version <n>', 'a specific version', (v) => Number.parseInt(v, 10)),
-  ).action(action(async (path: string, opts: ApiOptions & { version?: number }) => {
-    const entry = await clientFrom(opts).getPlaybook(path, opts.version);
+      .option('--version <n>', 'a specific version'),
+  ).action(action(async (path: string, opts: ApiOptions & { version?: string }) => {
+    const entry = await clientFrom(opts).getPlaybook(path, wholeNumber(opts.version, '--version', 1));
     if (printBody(opts, entry)) return;
     println(`# ${entry.path} version ${entry.version} (catalog_id ${entry.catalog_id}, ${entry.created_at})`);
     process.stdout.write(entry.content.endsWith('\n') ? entry.content : `${entry.content}\n`);
@@ -50,9 +50,9 @@ export function register(program: Command): void {
     catalog.command('list')
       .description('List playbooks (latest version of each path)')
       .option('--prefix <prefix>', 'only paths starting with this')
-      .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
-  ).action(action(async (opts: ApiOptions & { prefix?: string; limit?: number }) => {
-    const res = await clientFrom(opts).listPlaybooks({ prefix: opts.prefix, limit: opts.limit });
+      .option('--limit <n>', 'at most this many'),
+  ).action(action(async (opts: ApiOptions & { prefix?: string; limit?: string }) => {
+    const res = await clientFrom(opts).listPlaybooks({ prefix: opts.prefix, limit: wholeNumber(opts.limit, '--limit', 1) });
     if (printBody(opts, res)) return;
     process.stdout.write(table(
       ['path', 'version', 'name', 'catalog_id', 'created'],

@@ -102,6 +102,18 @@ export function println(line = ''): void {
   process.stdout.write(`${line}\n`);
 }
 
+/**
+ * An option's whole number (`--limit 10`), checked in the action so that `-o json` gets the error
+ * as JSON; anything else (`abc`, `1.5`, `-1`, `2x`) is a CliError naming the option, before any
+ * request. Commander's `Number.parseInt` would read `2x` as 2 and `abc` as NaN.
+ */
+export function wholeNumber(value: string | undefined, option: string, min = 0): number | undefined {
+  if (value === undefined) return undefined;
+  const n = /^[0-9]+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${option} must be a whole number${min > 0 ? ` of at least ${min}` : ''}, got ${JSON.stringify(value)}`);
+  return n;
+}
+
 /** A failure with a message meant for the user as is. */
 export class CliError extends Error {
   constructor(message: string, readonly exitCode = 1, readonly details?: unknown) {

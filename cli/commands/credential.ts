@@ -19,7 +19,7 @@ import type { JsonObject } from '../../playbook/types.js';
 import type { CredentialMeta, CredentialWithData } from '../../client/secrets.js';
 import { CREDENTIAL_TYPES } from '../../common/secrets.js';
 import { fields, indent, table, toJson } from '../output.js';
-import { action, apiOptions, CliError, parseJsonObject, printBody, println, secretsClientFrom, type ApiOptions } from './common.js';
+import { action, apiOptions, CliError, parseJsonObject, printBody, println, secretsClientFrom, type ApiOptions, wholeNumber } from './common.js';
 
 const collect = (v: string, prev: string[] = []): string[] => [...prev, v];
 
@@ -91,10 +91,12 @@ export function register(program: Command): void {
       .option('--type <type>', 'only this type')
       .option('--tag <tag>', 'only credentials with this tag')
       .option('--search <text>', 'text search on name and description')
-      .option('--limit <n>', 'at most this many (server default 50)', (v) => Number.parseInt(v, 10))
-      .option('--offset <n>', 'skip this many', (v) => Number.parseInt(v, 10)),
-  ).action(action(async (opts: ApiOptions & { type?: string; tag?: string; search?: string; limit?: number; offset?: number }) => {
-    const res = await secretsClientFrom(opts).listCredentials({ type: opts.type, tag: opts.tag, q: opts.search, limit: opts.limit, offset: opts.offset });
+      .option('--limit <n>', 'at most this many (server default 50)')
+      .option('--offset <n>', 'skip this many'),
+  ).action(action(async (opts: ApiOptions & { type?: string; tag?: string; search?: string; limit?: string; offset?: string }) => {
+    const res = await secretsClientFrom(opts).listCredentials({
+      type: opts.type, tag: opts.tag, q: opts.search, limit: wholeNumber(opts.limit, '--limit', 1), offset: wholeNumber(opts.offset, '--offset'),
+    });
     if (printBody(opts, res)) return;
     process.stdout.write(table(
       ['id', 'name', 'type', 'tags', 'description', 'updated'],

@@ -21,7 +21,7 @@ import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { ExecutionView, RerunRequest, RetryRequest } from '../../common/protocol.js';
 import { printStructured, table, type OutputFormat } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, CliError, outputFormat, parseJsonObject, printBody, println, type ApiOptions, wholeNumber } from './common.js';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -31,14 +31,6 @@ export function checkId(id: string, option?: string): string {
     throw new CliError(`${option ? `${option} must be an execution id (a decimal integer)` : 'execution id must be a decimal integer'}, got ${JSON.stringify(id)}`);
   }
   return id;
-}
-
-/** An option's whole number (`--offset 1`); anything else (`abc`, `1.5`, `-1`, `2x`) is a CliError naming the option. */
-export function checkCount(value: string | undefined, option: string, min = 0): number | undefined {
-  if (value === undefined) return undefined;
-  const n = /^[0-9]+$/.test(value) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${option} must be a whole number${min > 0 ? ` of at least ${min}` : ''}, got ${JSON.stringify(value)}`);
-  return n;
 }
 
 function short(v: unknown, max = 200): string {
@@ -112,12 +104,12 @@ export function register(program: Command): void {
     execution.command('status <execution_id>')
       .description('Show the status of an execution')
       .option('--watch', 'follow the execution until it ends (long polls: the end shows at once)')
-      .option('--interval <ms>', 'with --watch, show status changes at least this often', (v) => Number.parseInt(v, 10), 1000),
-  ).action(action(async (id: string, opts: ApiOptions & { watch?: boolean; interval: number }) => {
+      .option('--interval <ms>', 'with --watch, show status changes at least this often', '1000'),
+  ).action(action(async (id: string, opts: ApiOptions & { watch?: boolean; interval: string }) => {
     const format = outputFormat(opts);
     const client = clientFrom(opts);
     if (opts.watch) {
-      await waitForEnd(client, checkId(id), format, opts.interval);
+      await waitForEnd(client, checkId(id), format, wholeNumber(opts.interval, '--interval', 1));
       return;
     }
     const ex = await client.getExecution(checkId(id));
@@ -138,8 +130,8 @@ export function register(program: Command): void {
       status: opts.status as never,
       path: opts.path,
       parent: opts.parent === undefined ? undefined : checkId(opts.parent, '--parent'),
-      limit: checkCount(opts.limit, '--limit', 1),
-      offset: checkCount(opts.offset, '--offset'),
+      limit: wholeNumber(opts.limit, '--limit', 1),
+      offset: wholeNumber(opts.offset, '--offset'),
       // the table shows none of payload, result or steps: the server leaves them out; json/yaml get the full records
       ...(format === 'table' ? { view: 'summary' as const } : {}),
     });
@@ -154,17 +146,19 @@ export function register(program: Command): void {
   apiOptions(
     execution.command('events <execution_id>')
       .description("Show an execution's event log, in order")
-      .option('--after <seq>', 'only events after this seq', (v) => Number.parseInt(v, 10))
-      .option('--limit <n>', 'at most this many', (v) => Number.parseInt(v, 10)),
-  ).action(action(async (id: string, opts: ApiOptions & { after?: number; limit?: number }) => {
+      .option('--after <seq>', 'only events after this seq')
+      .option('--limit <n>', 'at most this many'),
+  ).action(action(async (id: string, opts: ApiOptions & { after?: string; limit?: string }) => {
     const client = clientFrom(opts);
+    const after = wholeNumber(opts.after, '--after');
+    const limit = wholeNumber(opts.limit, '--limit', 1);
     const events = [];
-    for await (const e of client.iterateEvents(checkId(id), { after: opts.after })) {
+    for await (const e of client.iterateEvents(checkId(id), { after })) {
       events.push(e);
-      if (opts.limit !== undefined && events.length >= opts.limit) break;
+      if (limit !== undefined && events.length >= limit) break;
     }
     if (printBody(opts, { execution_id: id, events })) return;
-    if (events.length === 0) return println(`No events${opts.after !== undefined ? ` after seq ${opts.after}` : ''}.`);
+    if (events.length === 0) return println(`No events${after !== undefined ? ` after seq ${after}` : ''}.`);
     for (const e of events) {
       println(`${String(e.seq).padStart(4)}  ${e.created_at}  ${e.name}${e.step ? `  [${e.step}]` : ''}${e.command_id !== null ? `  #${e.command_id}` : ''}`);
     }

@@ -13,7 +13,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { fields, table } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, fileErrorReason, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, CliError, fileErrorReason, parseJsonObject, printBody, println, type ApiOptions, wholeNumber } from './common.js';
 
 interface HookView {
   hook_id: string;
@@ -39,11 +39,6 @@ async function readSecret(opts: SecretOptions): Promise<string | undefined> {
   return v || undefined;
 }
 
-const int = (name: string) => (v: string) => {
-  if (!/^\d+$/.test(v) || Number(v) < 1) throw new CliError(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-};
-
 function describe(h: HookView): string {
   return fields([
     ['Name', h.name], ['Playbook', `${h.path}${h.version ? ` version ${h.version}` : ' (latest)'}`], ['Filter', h.filter ?? ''],
@@ -58,16 +53,16 @@ export function register(program: Command): void {
     hook.command('set <name>')
       .description('Create or replace a webhook trigger')
       .requiredOption('--path <path>', 'catalog path of the playbook a delivery starts')
-      .option('--version <n>', 'pin a catalog version (default: the latest at each delivery)', int('--version'))
+      .option('--version <n>', 'pin a catalog version (default: the latest at each delivery)')
       .option('--filter <expr>', "condition on the delivery (body, headers), e.g. \"body.action == 'opened'\"")
       .option('--secret-env <var>', 'read the secret from this environment variable (default PLAYFLOW_HOOK_SECRET)')
       .option('--secret-file <file>', 'read the secret from this file')
       .option('--generate-secret', 'generate a random secret and print it once')
       .option('--insecure', 'accept unsigned deliveries (no secret)'),
-  ).action(action(async (name: string, opts: ApiOptions & SecretOptions & { path: string; version?: number; filter?: string; generateSecret?: boolean; insecure?: boolean }) => {
+  ).action(action(async (name: string, opts: ApiOptions & SecretOptions & { path: string; version?: string; filter?: string; generateSecret?: boolean; insecure?: boolean }) => {
     let secret = opts.generateSecret ? randomBytes(32).toString('hex') : await readSecret(opts);
     if (opts.insecure) secret = undefined;
-    const body = { path: opts.path, version: opts.version ?? null, filter: opts.filter ?? null, ...(secret ? { secret } : {}), ...(opts.insecure ? { insecure: true } : {}) };
+    const body = { path: opts.path, version: wholeNumber(opts.version, '--version', 1) ?? null, filter: opts.filter ?? null, ...(secret ? { secret } : {}), ...(opts.insecure ? { insecure: true } : {}) };
     const h = await clientFrom(opts).request<HookView>('PUT', path(name), { body });
     if (printBody(opts, opts.generateSecret ? { ...h, secret } : h)) return;
     println(`hook ${h.name}: POST ${h.url} starts ${h.path}${h.insecure ? ' (unsigned deliveries accepted)' : ''}`);

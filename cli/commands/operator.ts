@@ -7,6 +7,7 @@
  * changes an existing value (operator/ensure-secrets.ts; the chart's pre-install/pre-upgrade Job).
  */
 import type { Command } from 'commander';
+import { parsePort } from '../../common/config.js';
 import { action, CliError, println } from './common.js';
 
 export function register(program: Command): void {
@@ -21,7 +22,7 @@ export function register(program: Command): void {
       const { loadKubeConfig, operatorConfigFromEnv, startOperator } = await import('../../operator/main.js');
       const config = operatorConfigFromEnv();
       if (cmd.namespaces !== undefined) config.namespaces = cmd.namespaces.split(',').map((s) => s.trim()).filter(Boolean);
-      if (cmd.metricsPort !== undefined) config.metricsPort = Number(cmd.metricsPort);
+      if (cmd.metricsPort !== undefined) config.metricsPort = parsePort(cmd.metricsPort, '--metrics-port');
       if (cmd.leaderElect === false) config.leaderElection = { ...config.leaderElection, enabled: false };
       const op = await startOperator({ ...config, kubeConfig: loadKubeConfig() });
       await new Promise<void>((resolve) => {

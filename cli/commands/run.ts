@@ -6,7 +6,7 @@
  * followed with long polls (`GET /api/execution/{id}?wait=`).
  */
 import type { Command } from 'commander';
-import { action, apiOptions, clientFrom, outputFormat, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, outputFormat, parseJsonObject, printBody, println, type ApiOptions, wholeNumber } from './common.js';
 import { waitForEnd } from './execution.js';
 
 export function register(program: Command): void {
@@ -15,14 +15,14 @@ export function register(program: Command): void {
     run.command('playbook <path>')
       .description('Start an execution of a catalog playbook')
       .option('--payload <json>', 'input of the execution: a JSON object, or @file.json', '{}')
-      .option('--version <n>', 'catalog version (default: latest)', (v) => Number.parseInt(v, 10))
+      .option('--version <n>', 'catalog version (default: latest)')
       .option('--wait', 'wait for the execution to end and show its status')
       .option('--idempotency-key <key>', 'retrying with the same key answers the execution the first run created instead of starting another'),
-  ).action(action(async (path: string, opts: ApiOptions & { payload: string; version?: number; wait?: boolean; idempotencyKey?: string }) => {
+  ).action(action(async (path: string, opts: ApiOptions & { payload: string; version?: string; wait?: boolean; idempotencyKey?: string }) => {
     const format = outputFormat(opts);
     const payload = await parseJsonObject(opts.payload, '--payload');
     const client = clientFrom(opts);
-    const req = { path, payload: payload as never, version: opts.version, ...(opts.idempotencyKey ? { idempotency_key: opts.idempotencyKey } : {}) };
+    const req = { path, payload: payload as never, version: wholeNumber(opts.version, '--version', 1), ...(opts.idempotencyKey ? { idempotency_key: opts.idempotencyKey } : {}) };
     const res = await client.run(req);
     if (!opts.wait) {
       if (printBody(opts, res)) return;

@@ -9,7 +9,7 @@
 import type { Command } from 'commander';
 import type { ScheduleSpec, ScheduleView } from '../../common/protocol.js';
 import { fields, table } from '../output.js';
-import { action, apiOptions, clientFrom, CliError, parseJsonObject, printBody, println, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, CliError, parseJsonObject, printBody, println, type ApiOptions, wholeNumber } from './common.js';
 
 function specOf(s: ScheduleView): ScheduleSpec {
   return {
@@ -26,11 +26,6 @@ function describe(s: ScheduleView): string {
   ]);
 }
 
-const int = (name: string) => (v: string) => {
-  if (!/^\d+$/.test(v)) throw new CliError(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-};
-
 export function register(program: Command): void {
   const schedule = program.command('schedule').description('Schedules: start playbooks on a cron');
 
@@ -40,19 +35,19 @@ export function register(program: Command): void {
       .requiredOption('--cron <expr>', "cron: 5 fields, or 6 with seconds first ('*/10 * * * * *')")
       .requiredOption('--path <path>', 'catalog path of the playbook')
       .option('--timezone <tz>', 'IANA time zone of the cron', 'UTC')
-      .option('--version <n>', 'pin a catalog version (default: the latest at each tick)', int('--version'))
+      .option('--version <n>', 'pin a catalog version (default: the latest at each tick)')
       .option('--payload <json>', 'payload of each execution: a JSON object, or @file.json', '{}')
       .option('--concurrency <policy>', 'Allow, Forbid or Replace', 'Allow')
       .option('--missed <policy>', 'missed ticks: RunOnce or Skip', 'RunOnce')
-      .option('--starting-deadline <seconds>', 'a tick later than this counts as missed', int('--starting-deadline'))
+      .option('--starting-deadline <seconds>', 'a tick later than this counts as missed')
       .option('--suspend', 'create it suspended'),
   ).action(action(async (name: string, opts: ApiOptions & {
-    cron: string; path: string; timezone: string; version?: number; payload: string; concurrency: string; missed: string; startingDeadline?: number; suspend?: boolean;
+    cron: string; path: string; timezone: string; version?: string; payload: string; concurrency: string; missed: string; startingDeadline?: string; suspend?: boolean;
   }) => {
     const spec: ScheduleSpec = {
-      cron: opts.cron, path: opts.path, timezone: opts.timezone, version: opts.version ?? null,
+      cron: opts.cron, path: opts.path, timezone: opts.timezone, version: wholeNumber(opts.version, '--version', 1) ?? null,
       payload: await parseJsonObject(opts.payload, '--payload') as never, concurrency_policy: opts.concurrency as never,
-      missed_runs: opts.missed as never, starting_deadline_seconds: opts.startingDeadline ?? null, suspend: Boolean(opts.suspend),
+      missed_runs: opts.missed as never, starting_deadline_seconds: wholeNumber(opts.startingDeadline, '--starting-deadline') ?? null, suspend: Boolean(opts.suspend),
     };
     const s = await clientFrom(opts).putSchedule(name, spec);
     if (!printBody(opts, s)) println(`schedule ${s.name}: next run ${s.next_run ?? 'never'}${s.suspend ? ' (suspended)' : ''}`);
@@ -75,9 +70,9 @@ export function register(program: Command): void {
       if (!printBody(opts, s)) process.stdout.write(describe(s));
     }));
 
-  apiOptions(schedule.command('ticks <name>').description('Decided ticks, newest first').option('--limit <n>', 'at most this many', int('--limit')))
-    .action(action(async (name: string, opts: ApiOptions & { limit?: number }) => {
-      const res = await clientFrom(opts).scheduleTicks(name, opts.limit);
+  apiOptions(schedule.command('ticks <name>').description('Decided ticks, newest first').option('--limit <n>', 'at most this many'))
+    .action(action(async (name: string, opts: ApiOptions & { limit?: string }) => {
+      const res = await clientFrom(opts).scheduleTicks(name, wholeNumber(opts.limit, '--limit', 1));
       if (printBody(opts, res)) return;
       process.stdout.write(table(['tick', 'outcome', 'execution_id', 'reason'], res.ticks.map((t) => [t.tick, t.outcome, t.execution_id, t.reason]), 'No ticks yet.'));
     }));

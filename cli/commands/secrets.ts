@@ -19,7 +19,7 @@
  */
 import type { Command } from 'commander';
 import type { ReencryptResult } from '../../server/crypto.js';
-import { action, CliError, outputFormat, outputOption, printBody, println } from './common.js';
+import { action, CliError, outputFormat, outputOption, printBody, println, wholeNumber } from './common.js';
 
 /** The database driver and the cipher: loaded by these commands, not by every CLI start. */
 const database = () => import('../../server/db.js');
@@ -86,13 +86,13 @@ export function register(program: Command): void {
   outputOption(creds.command('rotate-key'))
     .description('Re-encrypt every credential and keychain row under PLAYFLOW_ENCRYPTION_KEY (old key in PLAYFLOW_ENCRYPTION_KEY_PREVIOUS)')
     .option('--database-url <url>', 'PostgreSQL URL (env DATABASE_URL)')
-    .option('--batch-size <n>', 'rows per transaction', (v) => Number.parseInt(v, 10), 100)
-    .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; batchSize: number; output?: string }) => {
-      if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new CliError('--batch-size must be a positive integer');
+    .option('--batch-size <n>', 'rows per transaction', '100')
+    .action(action(wrapKeyErrors(async (opts: { databaseUrl?: string; batchSize: string; output?: string }) => {
+      const batchSize = wholeNumber(opts.batchSize, '--batch-size', 1) as number;
       const human = outputFormat(opts) === 'table';
       const res = await rotateKey({
         databaseUrl: databaseUrl(opts),
-        batchSize: opts.batchSize,
+        batchSize,
         onBatch: human ? (table, n) => println(`  ${table}: ${n} rows re-encrypted`) : undefined,
       });
       if (!printBody(opts, res)) println(`rotated ${res.total} rows to key ${res.key_id} (credential ${res.rotated.credential}, keychain ${res.rotated.keychain}, auth_cache ${res.rotated.auth_cache})`);
