@@ -12,6 +12,7 @@ COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 # --ignore-scripts: the `prepare` script would compile everything (tests included) before the
 # sources are here; no production dependency needs an install script.
 RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY common ./common
 COPY playbook ./playbook
 COPY server ./server
 COPY worker ./worker

