@@ -35,6 +35,12 @@ const C = {
   dbPassword: canary('db-password'),
 };
 const ALL = Object.values(C);
+/** What the failing calls are given (the second case). */
+const F = {
+  pathToken: canary('path-token'),
+  pgUser: canary('pg-user'),
+  pgPassword: canary('pg-password'),
+};
 
 let stack: SecureStack;
 let core: ServerCore;
@@ -74,6 +80,9 @@ beforeAll(async () => {
       if (url === '/check/token') return send(200, { ok: (seen.token = req.headers.authorization === `Bearer ${C.accessToken}`) });
       if (url === '/check/sm') return send(200, { ok: (seen.sm = req.headers['x-secret'] === C.smValue) });
       if (url === '/check/bearer') return send(200, { ok: (seen.bearer = req.headers.authorization === `Bearer ${C.bearer}`) });
+      if (url === '/token2') return send(200, { access_token: F.pathToken, token_type: 'Bearer', expires_in: 3600 });
+      // an API that refuses the call and echoes the header it was given, as some do in their error bodies
+      if (url.startsWith('/refuse/')) return send(401, { error: 'bad token', got: req.headers.authorization });
       send(404, {});
     });
   });
@@ -203,5 +212,61 @@ workflow:
     await sweepExpired(core.db);
     expect((await core.db.pool.query(`SELECT keychain_name FROM keychain`)).rows).toEqual([{ keychain_name: 'gtok' }]);
     expect((await core.db.pool.query(`SELECT count(*)::int AS n FROM vars`)).rows[0].n).toBe(0);
+  });
+
+  it('a failed call reports none of the secrets it was given: a token in a URL path, a header echoed in the error body, a user name in a driver message', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const s = new SecretsClient(c);
+    const failed = (text: string) => Object.values(F).filter((v) => text.includes(v));
+    await s.putCredential({ name: 'oauth_cred2', type: 'oauth2', data: { client_id: 'cid', client_secret: 'cs', token_url: `${apiUrl}/token2` } });
+    // PostgreSQL here trusts every connection, so the driver's refusal is the unknown role's name
+    await s.putCredential({ name: 'pg_canary', type: 'postgres', data: { db_host: '127.0.0.1', db_port: 5432, db_user: F.pgUser, db_password: F.pgPassword, db_name: 'test' } });
+    await c.registerPlaybook(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: refused, path: t/refused }
+keychain:
+  - name: ptok
+    kind: oauth2
+    scope: local
+    endpoint: "${apiUrl}/token2"
+    data: { grant_type: client_credentials }
+    auth: oauth_cred2
+workflow:
+  - step: start
+    tool: { kind: http, endpoint: "${apiUrl}/refuse/{{ keychain.ptok.access_token }}", headers: { Authorization: "Bearer {{ keychain.ptok.access_token }}" } }
+`);
+    await c.registerPlaybook(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: pgrefused, path: t/pgrefused }
+workflow:
+  - step: start
+    tool: { kind: postgres, auth: pg_canary, command: "SELECT 1" }
+`);
+    const worker = new WorkerRuntime({ broker: core.broker, client: c, workerId: 'w-canary-2', python: false, logger });
+    await worker.start();
+    const ids: string[] = [];
+    try {
+      for (const path of ['t/refused', 't/pgrefused']) ids.push((await c.run({ path, payload: {} })).execution_id);
+      for (const id of ids) expect((await c.getExecution(id, { wait: 30 })).status).toBe('failed');
+    } finally {
+      await worker.stop();
+    }
+    const [http, pg] = await Promise.all(ids.map((id) => c.getExecution(id)));
+    // The calls failed for the reasons staged, and what they say of it is masked, not dropped.
+    expect(http.error).toMatchObject({ message: expect.stringContaining(`HTTP 401 from GET ${apiUrl}/refuse/***`) });
+    expect(JSON.stringify(http.error)).toContain('"got":"Bearer ***"');
+    expect(JSON.stringify(pg.error)).toMatch(/role \\"\*\*\*\\" does not exist/);
+
+    for (const id of ids) {
+      expect(failed(JSON.stringify(await c.getEvents(id, { limit: 1000 }))), `events of ${id}`).toEqual([]);
+      expect(failed(JSON.stringify(await c.getExecution(id))), `execution ${id}`).toEqual([]);
+    }
+    // every table but credential (where they are, sealed) and the keychain (sealed as well)
+    const tables = await core.db.pool.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`);
+    for (const { table_name } of tables.rows) {
+      const rows = await core.db.pool.query<{ t: string }>(`SELECT t::text AS t FROM "${table_name}" t`);
+      expect(failed(rows.rows.map((r) => r.t).join('\n')), `table ${table_name}`).toEqual([]);
+    }
+    expect(failed(logLines.join('')), 'logs').toEqual([]);
   });
 });

@@ -34,6 +34,7 @@ import { ToolConfigError, type ResolveAuth } from './tools/types.js';
 import { createAuthResolver, leaseOf, type CredentialReader } from './auth.js';
 import { type Logger } from '../common/logger.js';
 import { redactUrlsIn } from '../common/redact-url.js';
+import type { SecretMask } from './secret-mask.js';
 
 export const DEFAULT_RENEW_TTL = 3600;
 
@@ -347,12 +348,14 @@ function scopeOfKey(cacheKey: string): Scope {
 
 /**
  * Renders the keychain references of a tool config. Other (already rendered) fields are returned
- * as they are. Throws KeychainError for a missing / expired / unrenewable entry.
+ * as they are. Throws KeychainError for a missing / expired / unrenewable entry. The entries'
+ * values go into `secrets` (masked in what is reported of the call).
  */
-export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver: KeychainResolver): Promise<Tool> {
+export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver: KeychainResolver, secrets?: SecretMask): Promise<Tool> {
   const names = keychainRefs(tool as unknown as Json);
   if (names.length === 0) return tool;
   const { entries, failedRenewals } = await resolver.resolve(names, cmd);
+  secrets?.add(entries);
   const ctx = { ...templateContext(cmd), keychain: entries };
   let rendered: Tool;
   try {
@@ -368,9 +371,9 @@ export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver:
 }
 
 /** `WorkerRuntimeOptions.prepareTool`: `(cmd, tool) => tool with keychain references rendered`. */
-export function createKeychainPreparer(opts: KeychainResolverOptions): (cmd: KeychainCommand, tool: Tool) => Promise<Tool> {
-  return async (cmd, tool) => {
+export function createKeychainPreparer(opts: KeychainResolverOptions): (cmd: KeychainCommand, tool: Tool, secrets?: SecretMask) => Promise<Tool> {
+  return async (cmd, tool, secrets) => {
     const resolver = new KeychainResolver(opts);
-    return renderKeychain(tool, cmd, resolver);
+    return renderKeychain(tool, cmd, resolver, secrets);
   };
 }

@@ -5,7 +5,7 @@
  */
 import { PlayflowClient } from '../client/http.js';
 import type { ClaimedCommand } from '../common/protocol.js';
-import type { JsonObject, Tool } from '../playbook/types.js';
+import type { JsonObject } from '../playbook/types.js';
 import { createBroker } from '../common/broker/index.js';
 import { createLogger } from '../common/logger.js';
 import type { WorkerConfig } from './config.js';
@@ -19,7 +19,7 @@ export interface StartWorkerOptions {
   signals?: boolean;
   /** Overrides for the auth and secret-reference hooks (the credentials/keychain module's). */
   resolveAuthFor?: (cmd: ClaimedCommand) => ResolveAuth;
-  prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
+  prepareTool?: WorkerRuntimeOptions['prepareTool'];
   runtime?: Partial<WorkerRuntimeOptions>;
 }
 

@@ -34,6 +34,7 @@ import { createAuthResolver, leaseOf } from './auth.js';
 import { redactUrlsIn } from '../common/redact-url.js';
 import { RawJson, stringifyJson } from '../common/raw-json.js';
 import { createKeychainPreparer } from './keychain.js';
+import { SecretMask } from './secret-mask.js';
 import { createSecretTool } from './tools/secret.js';
 import { DEFAULT_POOL, type Json, type JsonObject, type Tool } from '../playbook/types.js';
 import type { Broker, BrokerMessage, ConsumerHandle } from '../common/broker/types.js';
@@ -80,8 +81,9 @@ export interface WorkerRuntimeOptions {
   /** Builds the auth resolver for one command. Default: worker/auth.ts through the client (GET /api/credential/{name}). */
   resolveAuthFor?: (cmd: ClaimedCommand) => ResolveAuth;
   /** Finishes a tool config before it runs (secret references such as `{{ keychain.x.y }}`).
-   *  Default: the keychain module (worker/keychain.ts) through the client; `null` = leave as is. */
-  prepareTool?: ((cmd: ClaimedCommand, tool: Tool) => Promise<Tool>) | null;
+   *  Default: the keychain module (worker/keychain.ts) through the client; `null` = leave as is.
+   *  The secret values it renders go into `secrets`, masked in what is reported of the call. */
+  prepareTool?: ((cmd: ClaimedCommand, tool: Tool, secrets?: SecretMask) => Promise<Tool>) | null;
   logger?: Logger;
   metrics?: WorkerMetrics;
   /** Largest `meta.log` sent with call.done (characters). Default 65536. */
@@ -100,6 +102,8 @@ interface InFlight {
   ac: AbortController;
   /** Why the call was aborted, when it was. */
   reason?: 'shutdown' | 'lease_lost';
+  /** The secret values the command's tool was given, masked in its report and log lines. */
+  secrets: SecretMask;
 }
 
 const NAK_BASE_MS = 1000;
@@ -150,6 +154,15 @@ export function serverResolveAuth(client: WorkerClient, lease?: CredentialLease)
 /** Answers of the credential read path that fail the call (a redelivery would be refused the same way). */
 const CREDENTIAL_REFUSALS = new Set(['credential_not_allowed', 'credential_scoped', 'not_lease_holder']);
 
+/** The resolver, with every credential it resolves added to the command's secrets. */
+function maskingAuth(inner: ResolveAuth, secrets: SecretMask): ResolveAuth {
+  return async (auth: Json) => {
+    const resolved = await inner(auth);
+    secrets.add(resolved);
+    return resolved;
+  };
+}
+
 export function guardResolveAuth(inner: ResolveAuth): ResolveAuth {
   return async (auth: Json) => {
     try {
@@ -188,7 +201,7 @@ export class WorkerRuntime {
   private serverDown: { promise: Promise<void>; open: () => void } | null = null;
   private started = false;
   private stopping: Promise<void> | null = null;
-  private readonly prepareTool?: (cmd: ClaimedCommand, tool: Tool) => Promise<Tool>;
+  private readonly prepareTool?: (cmd: ClaimedCommand, tool: Tool, secrets?: SecretMask) => Promise<Tool>;
   /** Tools bound to this worker's client (the `secret` tool writes the keychain through it). */
   private readonly runners: Record<string, ToolRunner> = {};
 
@@ -400,7 +413,7 @@ export class WorkerRuntime {
       this.settle(msg, 'term');
       return;
     }
-    const f: InFlight = { msg, ac: new AbortController() };
+    const f: InFlight = { msg, ac: new AbortController(), secrets: new SecretMask() };
     this.inFlight.add(f);
     this.metrics.inFlight.set(this.inFlight.size);
     try {
@@ -450,17 +463,19 @@ export class WorkerRuntime {
     const { msg } = f;
     const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step, delivery: msg.info.deliveryCount };
     f.cmd = cmd;
+    const secrets = new SecretMask();
+    f.secrets = secrets;
     if (cmd.tool?.kind === 'playbook') return this.startChild(f, cmd);
 
     const timer = setInterval(() => void this.beat(f, cmd), this.heartbeatMs);
     const started = performance.now();
     let outcome: ToolOutcome;
     try {
-      outcome = await this.runCommand(cmd, f.ac.signal);
+      outcome = await this.runCommand(cmd, f.ac.signal, secrets);
     } catch (err) {
       clearInterval(timer);
       // WorkerFault (or an unexpected throw outside the tool): redeliver.
-      this.log.warn({ ...where, err: (err as Error).message }, 'worker-side fault while running the command; nak for redelivery');
+      this.log.warn({ ...where, err: secrets.text(String((err as Error)?.message ?? err)) }, 'worker-side fault while running the command; nak for redelivery');
       this.settle(msg, 'nak', this.nakDelay(msg));
       return undefined;
     } finally {
@@ -488,10 +503,10 @@ export class WorkerRuntime {
    * Secret references first (keychain), then the tool. A keychain failure (KeychainError, or any
    * other refusal) is the call's error outcome; a server fault (unreachable, 5xx) is a WorkerFault.
    */
-  private async prepare(cmd: ClaimedCommand, tool: Tool): Promise<Tool | ToolOutcome> {
+  private async prepare(cmd: ClaimedCommand, tool: Tool, secrets: SecretMask): Promise<Tool | ToolOutcome> {
     if (!this.prepareTool) return tool;
     try {
-      return await this.prepareTool(cmd, tool);
+      return await this.prepareTool(cmd, tool, secrets);
     } catch (err) {
       if (err instanceof WorkerFault) throw err;
       if (err instanceof ApiError && isTransient(err)) throw new WorkerFault(`secret resolution failed: ${err.message}`, { cause: err });
@@ -500,15 +515,15 @@ export class WorkerRuntime {
     }
   }
 
-  private async runCommand(cmd: ClaimedCommand, signal: AbortSignal): Promise<ToolOutcome> {
-    const prepared = await this.prepare(cmd, cmd.tool);
+  private async runCommand(cmd: ClaimedCommand, signal: AbortSignal, secrets: SecretMask): Promise<ToolOutcome> {
+    const prepared = await this.prepare(cmd, cmd.tool, secrets);
     if (!('kind' in prepared)) return prepared;
     const tool = prepared as Tool;
     const ctx: ToolContext = {
       args: cmd.args ?? {},
       execution_id: String(cmd.execution_id),
       step: cmd.step,
-      resolveAuth: this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client, leaseOf(cmd)),
+      resolveAuth: maskingAuth(this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client, leaseOf(cmd)), secrets),
       workbook: cmd.workbook,
       template: {
         ...(cmd.context ?? {}),
@@ -519,10 +534,10 @@ export class WorkerRuntime {
       } as unknown as JsonObject,
       runners: this.runners,
       signal,
-      logger: this.toolLogger(cmd),
+      logger: this.toolLogger(cmd, secrets),
       prepareTool: this.prepareTool
         ? async (t) => {
-          const p = await this.prepare(cmd, t);
+          const p = await this.prepare(cmd, t, secrets);
           if (!('kind' in p)) throw new ToolConfigError((p as { error: { message: string } }).error.message);
           return p as Tool;
         }
@@ -531,13 +546,15 @@ export class WorkerRuntime {
     return runTool(tool, ctx);
   }
 
-  private toolLogger(cmd: ClaimedCommand): Logger {
+  private toolLogger(cmd: ClaimedCommand, secrets: SecretMask): Logger {
     const base = { execution_id: cmd.execution_id, step: cmd.step, queue_id: cmd.queue_id };
+    const line = (x: object, m?: string): [object, string | undefined] =>
+      [{ ...base, ...secrets.deep(x) }, m === undefined ? m : secrets.text(m)];
     return {
-      debug: (x, m) => this.log.debug({ ...base, ...x }, m),
-      info: (x, m) => this.log.info({ ...base, ...x }, m),
-      warn: (x, m) => this.log.warn({ ...base, ...x }, m),
-      error: (x, m) => this.log.error({ ...base, ...x }, m),
+      debug: (x, m) => this.log.debug(...line(x, m)),
+      info: (x, m) => this.log.info(...line(x, m)),
+      warn: (x, m) => this.log.warn(...line(x, m)),
+      error: (x, m) => this.log.error(...line(x, m)),
     };
   }
 
@@ -567,9 +584,14 @@ export class WorkerRuntime {
   /** Reports call.done (with claim_next when eager dispatch is on); returns the command handed back, if any. */
   private async report(f: InFlight, cmd: ClaimedCommand, outcome: ToolOutcome, durationMs: number): Promise<ClaimedCommand | undefined> {
     const maxLog = this.o.maxLogChars ?? 65_536;
-    // Error messages and the call's log become events: URLs in them lose userinfo and query values.
-    let log = outcome.log === undefined ? undefined : redactUrlsIn(outcome.log);
-    if (outcome.error && typeof outcome.error.message === 'string') outcome = { ...outcome, error: { ...outcome.error, message: redactUrlsIn(outcome.error.message) } };
+    // Error messages and the call's log become events: URLs in them lose userinfo and query values,
+    // and the secret values the tool was given are masked wherever they appear.
+    const { secrets } = f;
+    let log = outcome.log === undefined ? undefined : secrets.text(redactUrlsIn(outcome.log));
+    if (outcome.error) {
+      const message = typeof outcome.error.message === 'string' ? redactUrlsIn(outcome.error.message) : outcome.error.message;
+      outcome = { ...outcome, error: secrets.deep({ ...outcome.error, message }) };
+    }
     if (log !== undefined && log.length > maxLog) log = `${log.slice(0, maxLog)}\n[log truncated: ${log.length} characters]`;
     const meta: JsonObject = {
       duration_ms: durationMs,
