@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createVerify, generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetchSecret, signV4, SecretProviderError } from './index.js';
@@ -181,6 +181,24 @@ describe('env and file', () => {
       await expect(fetchSecret('env', 'NOPE_NOT_SET', {}, { env: {} })).rejects.toThrow('env: environment variable NOPE_NOT_SET is not set');
       await expect(fetchSecret('file', join(dir, 'missing'), {})).rejects.toThrow(/ENOENT/);
       await expect(fetchSecret('vault', 'x', {})).rejects.toThrow(/unknown provider/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses the worker's own settings and process files, links followed", async () => {
+    const env = { PLAYFLOW_API_TOKEN: 'tok', BROKER_URL: 'nats://u:p@nats', WORKER_ID: 'w', DATABASE_URL: 'postgres://x', APP_TOKEN: 'mine' };
+    for (const name of ['PLAYFLOW_API_TOKEN', 'BROKER_URL', 'WORKER_ID', 'DATABASE_URL']) {
+      await expect(fetchSecret('env', name, {}, { env })).rejects.toThrow(`env: environment variable ${name} is one of the worker's own settings, which a playbook cannot read`);
+    }
+    expect(await fetchSecret('env', 'APP_TOKEN', {}, { env })).toBe('mine');
+    const dir = mkdtempSync(join(tmpdir(), 'pf-sec-'));
+    try {
+      symlinkSync('/proc/self/environ', join(dir, 'innocent'));
+      for (const path of ['/proc/self/environ', `/proc/${process.pid}/environ`, join(dir, 'innocent'), '/var/run/secrets/kubernetes.io/serviceaccount/token']) {
+        await expect(fetchSecret('file', path, {}), path).rejects.toThrow(/the worker's process files and service-account token are not a playbook's to read/);
+      }
+      await expect(fetchSecret('file', 'innocent', {}, { fileRoot: dir })).rejects.toThrow(/not a playbook's to read/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

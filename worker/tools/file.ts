@@ -13,6 +13,7 @@
 import { promises as fs } from 'node:fs';
 import { dirname, extname, isAbsolute, relative, resolve } from 'node:path';
 import type { Json, Tool } from '../../playbook/types.js';
+import { isWorkerPrivatePath } from '../private.js';
 import { parseCsv, toCsv } from './csv.js';
 import { operation, param, required } from './params.js';
 import { ToolConfigError, fail, ok, type ToolContext, type ToolOutcome } from './types.js';
@@ -25,11 +26,12 @@ export function configureFile(opts: { root?: string }): void {
 type Format = 'json' | 'yaml' | 'csv' | 'text';
 
 export function resolvePath(p: string): string {
-  if (!root) return resolve(p);
-  const base = resolve(root);
-  const full = resolve(base, isAbsolute(p) ? `.${p}` : p);
-  const rel = relative(base, full);
-  if (rel.startsWith('..') || isAbsolute(rel)) throw new ToolConfigError(`path ${p} is outside the worker's file root`);
+  const full = root ? resolve(resolve(root), isAbsolute(p) ? `.${p}` : p) : resolve(p);
+  if (root) {
+    const rel = relative(resolve(root), full);
+    if (rel.startsWith('..') || isAbsolute(rel)) throw new ToolConfigError(`path ${p} is outside the worker's file root`);
+  }
+  if (isWorkerPrivatePath(full)) throw new ToolConfigError(`path ${p} is one of the worker's process files or its service-account token, which a playbook cannot read or write`);
   return full;
 }
 

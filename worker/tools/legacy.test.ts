@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,19 @@ describe('file tool', () => {
       expect(readFileSync(join(dir, 'sub', 'in.txt'), 'utf8')).toBe('in');
       const escape = await runTool({ kind: 'file', operation: 'read', path: '../../etc/passwd' }, makeCtx());
       expect(escape.error?.message).toMatch(/outside/);
+    } finally {
+      configureFile({ root: undefined });
+    }
+  });
+
+  it("refuses the worker's process files (its environment holds its API token), with or without a root", async () => {
+    const read = async (path: string) => (await runTool({ kind: 'file', operation: 'read', path }, makeCtx())).error;
+    expect(await read('/proc/self/environ')).toMatchObject({ code: 'bad_config', message: "path /proc/self/environ is one of the worker's process files or its service-account token, which a playbook cannot read or write" });
+    expect((await read(`/proc/${process.pid}/environ`))?.code).toBe('bad_config');
+    configureFile({ root: dir });
+    try {
+      symlinkSync('/proc', join(dir, 'p'));
+      expect((await read('p/self/environ'))?.message).toMatch(/one of the worker's process files/);
     } finally {
       configureFile({ root: undefined });
     }
