@@ -33,6 +33,18 @@ export function envValue(env: Env, name: string): string | undefined {
   return v === undefined || v.trim() === '' ? undefined : v.trim();
 }
 
+/** The variables naming the server's base URL, first set wins (DESIGN §3; the others are the reference implementation's names). */
+export const SERVER_URL_VARIABLES = ['SERVER_API_URL', 'SERVER_URL_FOR_WORKERS', 'FLOW_SERVER_URL'] as const;
+
+/** The first of SERVER_URL_VARIABLES that is set (not blank), with its trimmed value. */
+export function serverUrlFromEnv(env: Env): { variable: string; url: string } | undefined {
+  for (const variable of SERVER_URL_VARIABLES) {
+    const url = envValue(env, variable);
+    if (url !== undefined) return { variable, url };
+  }
+  return undefined;
+}
+
 export function parsePort(value: string | number, variable = 'PORT'): number {
   const s = String(value).trim();
   const n = Number(s);

@@ -20,6 +20,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { PlayflowClient } from '../client/http.js';
+import { serverUrlFromEnv } from '../common/config.js';
 import { serverApi, type OperatorServerApi } from './api.js';
 import { worthReconciling } from './predicates.js';
 import { Controller } from './controller.js';
@@ -367,7 +368,7 @@ export async function startOperator(opts: OperatorOptions): Promise<RunningOpera
 export function operatorConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Omit<OperatorOptions, 'kubeConfig'> {
   const num = (v: string | undefined, d: number) => (v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : d);
   return {
-    serverUrl: env.SERVER_API_URL || env.SERVER_URL_FOR_WORKERS || env.FLOW_SERVER_URL || 'http://localhost:8082',
+    serverUrl: serverUrlFromEnv(env)?.url ?? 'http://localhost:8082',
     apiToken: env.PLAYFLOW_API_TOKEN || undefined,
     namespaces: (env.WATCH_NAMESPACES ?? env.WATCH_NAMESPACE ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     identity: env.POD_NAME || undefined,

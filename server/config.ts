@@ -24,7 +24,7 @@
  */
 
 import type { TemplateLimits } from '../playbook/template/budget.js';
-import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, envValue as get, parseBool, parsePort, parseUrl, type BrokerConfig, type Env, type LogLevel, LOG_LEVELS } from '../common/config.js';
+import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, envValue as get, parseBool, parsePort, parseUrl, serverUrlFromEnv, type BrokerConfig, type Env, type LogLevel, LOG_LEVELS } from '../common/config.js';
 
 export { ConfigError, LOG_LEVELS, DEFAULT_BROKER, DEFAULT_BROKER_URL, parsePort, type BrokerConfig, type LogLevel } from '../common/config.js';
 
@@ -123,9 +123,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<ServerConf
   const brokerUrlRaw = get(env, 'BROKER_URL') ?? DEFAULT_BROKER_URL;
   const brokerUrl = brokerUrlRaw === 'memory' ? 'memory' : parseUrl(brokerUrlRaw, 'BROKER_URL', ['nats:', 'tls:', 'ws:', 'wss:']);
 
-  const serverUrlVar = ['SERVER_API_URL', 'SERVER_URL_FOR_WORKERS', 'FLOW_SERVER_URL'].find((n) => get(env, n) !== undefined);
+  const serverUrlVar = serverUrlFromEnv(env);
   const serverUrl = serverUrlVar
-    ? parseUrl(get(env, serverUrlVar)!, serverUrlVar, ['http:', 'https:']).replace(/\/+$/, '')
+    ? parseUrl(serverUrlVar.url, serverUrlVar.variable, ['http:', 'https:']).replace(/\/+$/, '')
     : `http://localhost:${port}`;
 
   const publicRaw = get(env, 'PLAYFLOW_PUBLIC_ENDPOINTS') ?? DEFAULT_PUBLIC_ENDPOINTS.join(',');

@@ -41,7 +41,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort, type LogLevel } from '../common/config.js';
+import { ConfigError, DEFAULT_BROKER, DEFAULT_BROKER_URL, LOG_LEVELS, parsePort, serverUrlFromEnv, type LogLevel } from '../common/config.js';
 import { DEFAULT_POOL } from '../playbook/types.js';
 import { POOL_NAME_PATTERN } from '../playbook/schema.js';
 import { workerIdProblem } from '../common/contract/worker-id.js';
@@ -132,13 +132,13 @@ export function pythonUser(raw: string | undefined, isRoot = process.getuid?.() 
 }
 
 export function loadWorkerConfig(env: Env = process.env, overrides: Partial<WorkerConfig> = {}): WorkerConfig {
-  const serverVar = ['SERVER_API_URL', 'SERVER_URL_FOR_WORKERS', 'FLOW_SERVER_URL'].find((n) => get(env, n) !== undefined);
-  const serverUrl = (overrides.serverUrl ?? (serverVar ? get(env, serverVar)! : 'http://localhost:8082')).replace(/\/+$/, '');
+  const serverVar = serverUrlFromEnv(env);
+  const serverUrl = (overrides.serverUrl ?? serverVar?.url ?? 'http://localhost:8082').replace(/\/+$/, '');
   try {
     const u = new URL(serverUrl);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
   } catch {
-    throw new ConfigError(serverVar ?? '--server', `expected an http(s) URL, got ${JSON.stringify(serverUrl)}`);
+    throw new ConfigError(overrides.serverUrl === undefined && serverVar ? serverVar.variable : '--server', `expected an http(s) URL, got ${JSON.stringify(serverUrl)}`);
   }
   const concurrency = overrides.concurrency ?? positive(env, 'WORKER_CONCURRENCY', 8);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new ConfigError('--concurrency', `expected a positive integer, got ${concurrency}`);

@@ -18,6 +18,20 @@ describe('serverUrl', () => {
     expect(serverUrl({})).toBe(DEFAULT_SERVER);
   });
 
+  it("reads the reference implementation's names too, SERVER_API_URL first, and names the one it used", () => {
+    vi.stubEnv('SERVER_API_URL', '');
+    vi.stubEnv('SERVER_URL_FOR_WORKERS', 'http://workers.example:8082');
+    vi.stubEnv('FLOW_SERVER_URL', 'http://flow.example:8082');
+    expect(serverUrl({})).toBe('http://workers.example:8082');
+    vi.stubEnv('SERVER_URL_FOR_WORKERS', '');
+    expect(serverUrl({})).toBe('http://flow.example:8082');
+    vi.stubEnv('SERVER_API_URL', 'http://api.example:8082');
+    expect(serverUrl({})).toBe('http://api.example:8082');
+    vi.stubEnv('SERVER_API_URL', '');
+    vi.stubEnv('FLOW_SERVER_URL', 'flow.example:8082');
+    expect(() => serverUrl({})).toThrow('FLOW_SERVER_URL must be an http:// or https:// URL, got "flow.example:8082"; did you mean http://flow.example:8082?');
+  });
+
   it('refuses a host:port without a scheme, naming the option and the URL meant', () => {
     expect(() => serverUrl({ server: '127.0.0.1:8082' })).toThrow(CliError);
     expect(() => serverUrl({ server: '127.0.0.1:8082' })).toThrow('--server must be an http:// or https:// URL, got "127.0.0.1:8082"; did you mean http://127.0.0.1:8082?');

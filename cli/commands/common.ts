@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { ApiError, PlayflowClient } from '../../client/http.js';
 import { SecretsClient } from '../../client/secrets.js';
 import { redactUrl, URL_SCHEME } from '../../common/redact-url.js';
+import { serverUrlFromEnv } from '../../common/config.js';
 import { OUTPUT_FORMATS, parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
 
 export { OUTPUT_FORMATS, type OutputFormat };
@@ -32,18 +33,20 @@ export function outputOption(cmd: Command): Command {
  */
 export function apiOptions(cmd: Command): Command {
   return outputOption(cmd
-    .option('--server <url>', `server base URL (env SERVER_API_URL, default ${DEFAULT_SERVER})`)
+    .option('--server <url>', `server base URL (env SERVER_API_URL, also SERVER_URL_FOR_WORKERS or FLOW_SERVER_URL; default ${DEFAULT_SERVER})`)
     .option('--token <token>', 'bearer token (env PLAYFLOW_API_TOKEN)'));
 }
 
 /**
- * --server, else SERVER_API_URL, else DEFAULT_SERVER; refused unless it is an http(s) URL. Why here:
+ * --server, else SERVER_API_URL (or the reference implementation's SERVER_URL_FOR_WORKERS,
+ * FLOW_SERVER_URL), else DEFAULT_SERVER; refused unless it is an http(s) URL. Why here:
  * `127.0.0.1:8082` failed deep in the client as "Invalid URL", and `localhost:8082` parses as a URL
  * of scheme `localhost:` and failed as an unreachable server at "null".
  */
 export function serverUrl(opts: ApiOptions): string {
-  const url = opts.server || process.env.SERVER_API_URL || DEFAULT_SERVER;
-  const source = opts.server ? '--server' : process.env.SERVER_API_URL ? 'SERVER_API_URL' : 'the default server';
+  const fromEnv = serverUrlFromEnv(process.env);
+  const url = opts.server || fromEnv?.url || DEFAULT_SERVER;
+  const source = opts.server ? '--server' : fromEnv?.variable ?? 'the default server';
   let protocol: string | undefined;
   try {
     protocol = new URL(url).protocol;
