@@ -60,6 +60,10 @@ export interface PlaybookSpec {
   keychain?: JsonObject[];
   workbook?: JsonObject[];
   workflow: JsonObject[];
+  /** The playbook's worker pool (steps without their own `pool`). */
+  pool?: string;
+  concurrency?: { limit: number };
+  schedules?: JsonObject[];
   deletionPolicy?: DeletionPolicy;
 }
 

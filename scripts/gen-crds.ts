@@ -210,6 +210,9 @@ export function playbookSpecSchema(doc: Schema = playbookJsonSchema as Schema): 
       keychain: toStructural(props.keychain),
       workbook,
       workflow,
+      pool: { ...toStructural(props.pool), description: 'Worker pool of the steps that name none; default `default`.' },
+      concurrency: { ...toStructural(props.concurrency), description: 'At most `limit` executions of this path run at once; the others wait (queued).' },
+      schedules: { ...toStructural(props.schedules), description: 'Cron schedules registered, changed and removed with the playbook.' },
       deletionPolicy,
     },
     'x-kubernetes-validations': [

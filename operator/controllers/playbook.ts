@@ -67,6 +67,10 @@ export function playbookDocument(obj: PlaybookResource): JsonObject {
   if (spec.keychain !== undefined) doc.keychain = spec.keychain;
   if (spec.workbook !== undefined) doc.workbook = spec.workbook;
   doc.workflow = spec.workflow ?? [];
+  // after the workflow, where an author writes them; the server validates them on registration
+  if (spec.pool !== undefined) doc.pool = spec.pool;
+  if (spec.concurrency !== undefined) doc.concurrency = spec.concurrency;
+  if (spec.schedules !== undefined) doc.schedules = spec.schedules;
   return doc;
 }
 

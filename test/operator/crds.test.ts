@@ -124,6 +124,31 @@ describe('CRDs', () => {
     expect(step.required).toEqual(['step']);
   });
 
+  it("carry a playbook's top-level pool, concurrency and schedules to the catalog (the API server pruned them)", () => {
+    const check = crdValidator(schemaOf);
+    const obj = {
+      apiVersion: 'playflow.io/v1alpha1', kind: 'Playbook', metadata: { name: 'nightly', namespace: 'data' },
+      spec: {
+        pool: 'gpu', concurrency: { limit: 2 },
+        schedules: [{ name: 'nightly', cron: '0 3 * * *', timezone: 'Europe/Berlin', payload: { full: true }, concurrency_policy: 'Forbid' }],
+        workflow: [{ step: 'start', tool: { kind: 'python', code: 'result = 1' } }],
+      },
+    };
+    expect(check('Playbook', obj)).toEqual([]);
+    const doc = playbookDocument(obj as never);
+    expect(doc).toMatchObject({ pool: 'gpu', concurrency: { limit: 2 }, schedules: obj.spec.schedules });
+    const parsed = parsePlaybook(playbookYaml(obj as never));
+    expect(parsed.errors, JSON.stringify(parsed.errors)).toEqual([]);
+    expect(parsed.playbook).toMatchObject({ pool: 'gpu', concurrency: { limit: 2 }, schedules: [{ name: 'nightly', cron: '0 3 * * *' }] });
+    // a resource without them registers the document it always did (same spec hash: no re-registration on upgrade)
+    const plain = { ...obj, spec: { workflow: obj.spec.workflow } };
+    expect(Object.keys(playbookDocument(plain as never))).toEqual(['apiVersion', 'kind', 'metadata', 'workflow']);
+    // and what the language refuses, kubectl apply refuses too
+    expect(check('Playbook', { ...obj, spec: { ...obj.spec, pool: 'GPU Pool' } }).join()).toMatch(/pool/);
+    expect(check('Playbook', { ...obj, spec: { ...obj.spec, concurrency: { limit: 0 } } }).join()).toMatch(/limit/);
+    expect(check('Playbook', { ...obj, spec: { ...obj.spec, schedules: [{ name: 'x' }] } }).join()).toMatch(/cron/);
+  });
+
   it('convert JSON Schema to structural OpenAPI', () => {
     expect(toStructural({ type: ['integer', 'string'], description: 'd' })).toEqual({ description: 'd', 'x-kubernetes-int-or-string': true });
     expect(toStructural({ type: ['number', 'string'] })).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
