@@ -8,6 +8,7 @@
 import type pg from 'pg';
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, Decision, EngineEvent, ExecutionStateView, StepSummary } from '../engine/contract.js';
+import type { Logger } from '../../common/logger.js';
 import { metrics } from '../metrics.js';
 import type { ExecutionHooks } from '../services.js';
 import * as execStore from '../store/executions.js';
@@ -24,6 +25,7 @@ import type { Applied, Loaded, TxCtx } from './tx-types.js';
 /** What the write needs of the service: its hooks, the parent's `call.done`, and the snapshot settings. */
 export interface DecisionWriterDeps {
   hooks: ExecutionHooks;
+  log: Logger;
   children: Pick<Children, 'notifyParent'>;
   snapshots: boolean;
   snapshotEvery: number;
@@ -83,6 +85,10 @@ export class DecisionWriter {
     for (const ev of decision.events) {
       if (ev.name === 'vars_set') {
         const variables = isObject(ev.payload?.variables) ? ev.payload.variables : {};
+        // the spec: a vars template that fails to render is logged and that variable skipped
+        for (const e of Array.isArray(ev.payload?.errors) ? ev.payload.errors : []) {
+          if (isObject(e)) this.s.log.warn({ execution_id: id, step: ev.step, var_name: e.name }, String(e.message));
+        }
         await this.s.hooks.onVarsSet(client, id, variables, ev.step ?? '');
         varsWritten = true;
       } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {

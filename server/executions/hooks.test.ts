@@ -13,10 +13,14 @@ import { callDone, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let core: ServerCore;
+const warnings: Array<{ obj: object; msg?: string }> = [];
 
 beforeAll(async () => {
   tdb = await testDatabase('pf_hooks');
-  core = await testCore(tdb.url, { hooks: createSecretsHooks({ logger: silentLogger }) });
+  core = await testCore(tdb.url, {
+    hooks: createSecretsHooks({ logger: silentLogger }),
+    logger: { ...silentLogger, warn: (obj, msg) => warnings.push({ obj, msg }) },
+  });
 });
 afterAll(async () => {
   await core?.stop();
@@ -60,6 +64,33 @@ workflow:
   expect((await ex.get(run.execution_id))?.status).toBe('completed');
   const after = await core.db.pool.query('SELECT count(*) AS n FROM vars WHERE execution_id = $1', [run.execution_id]);
   expect(after.rows[0].n).toBe('0');
+});
+
+it("a vars template that fails to render is skipped and logged (the spec's `Failed to render var '<name>'`)", async () => {
+  await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: badvars, path: h/badvars }
+workflow:
+  - step: fetch
+    tool: { kind: python, code: "result = 1" }
+    vars:
+      good: "{{ result.value }}"
+      bad: "{{ result.nope.deeper }}"
+`);
+  const run = await core.deps.executions.start({ path: 'h/badvars' });
+  const ex = core.deps.executions;
+  const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+  m.ack();
+  await ex.handleEvents([callDone(await ex.claim(m.data.queue_id, { worker_id: 'w' }), { response: { value: 7 } })]);
+  expect((await ex.get(run.execution_id))?.status).toBe('completed');
+  const logged = warnings.filter((w) => (w.obj as { execution_id?: string }).execution_id === run.execution_id);
+  expect(logged).toHaveLength(1);
+  expect(logged[0]!.obj).toMatchObject({ step: 'fetch', var_name: 'bad' });
+  expect(logged[0]!.msg).toMatch(/^Failed to render var 'bad': /);
+  // and the event says so too, with the good one set
+  const events = await ex.events(run.execution_id);
+  const varsSet = events.events.find((e) => e.name === 'vars_set');
+  expect(varsSet?.payload).toMatchObject({ variables: { good: 7 }, errors: [{ name: 'bad' }] });
 });
 
 it('an execution that ends drops its local and shared keychain entries and its auth cache, in its last transaction; others stay', async () => {

@@ -259,7 +259,7 @@ export class PgExecutionService implements ExecutionService {
     });
     this.valuesGate = new ValuesGate(this.db, { self: o.serverName ?? '' });
     this.writer = new DecisionWriter({
-      hooks: this.hooks, children: this.children, snapshots: this.snapshots, snapshotEvery: this.snapshotEvery, snapshotGrowth: this.snapshotGrowth,
+      hooks: this.hooks, log: this.log, children: this.children, snapshots: this.snapshots, snapshotEvery: this.snapshotEvery, snapshotGrowth: this.snapshotGrowth,
       valuesGate: this.valuesGate,
     });
     this.batchDeps = {
