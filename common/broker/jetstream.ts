@@ -10,7 +10,7 @@
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType,
+  AckPolicy, DeliverPolicy, jetstream, JetStreamError, jetstreamManager, StorageType,
   type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig, type StreamInfo,
 } from '@nats-io/jetstream';
 import type { CommandNotification } from '../protocol.js';
@@ -201,12 +201,17 @@ export class JetStreamBroker implements Broker {
     if (!this.ensured) await this.ensure();
     this.consumer ??= await this.js!.consumers.get(this.settings.stream, poolConsumer(this.settings, this.settings.pool));
     const consumer = this.consumer;
+    const out: BrokerMessage[] = [];
     try {
       const iter = await consumer.fetch({ max_messages: Math.max(1, opts.max ?? 1), expires: Math.max(1000, opts.expiresMs ?? 1000) });
-      const out: BrokerMessage[] = [];
       for await (const m of iter) out.push(this.wrap(m));
       return out;
     } catch (err) {
+      // The client ends a fetch that saw two of the server's idle heartbeats go missing: the pull's
+      // own timeout, as the client treats it. Seen when this process's event loop was busy (its
+      // timers ran before the socket was read), so it is no fault: the fetch ends with what it got,
+      // whose messages would otherwise wait out the ack wait, and a lost consumer shows on the next.
+      if (isHeartbeatsMissed(err)) return out;
       this.consumer = null; // looked up again next time (consumer or stream recreated)
       this.ensured = false;
       throw err;
@@ -272,4 +277,9 @@ function isNotFound(err: unknown): boolean {
   const e = err as { name?: string; code?: number; message?: string; api_error?: { err_code?: number } };
   return e?.name === 'StreamNotFoundError' || e?.name === 'ConsumerNotFoundError' || e?.code === 404 ||
     /not found/i.test(e?.message ?? '');
+}
+
+/** The JetStream client's end of a fetch whose idle heartbeats went missing (consumer.ts, `heartbeats missed`). */
+function isHeartbeatsMissed(err: unknown): boolean {
+  return err instanceof JetStreamError && err.message === 'heartbeats missed';
 }
