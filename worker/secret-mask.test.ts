@@ -17,6 +17,12 @@ describe('SecretMask', () => {
       .toEqual({ status: 401, data: { got: 'Bearer ***', '***': true, list: ['x ***'] } });
   });
 
+  it("masks an Error's message (a tool logging `{ err }`)", () => {
+    const m = new SecretMask();
+    m.add({ password: 'pw-secret-1' });
+    expect(m.deep({ err: new TypeError('login pw-secret-1 refused') })).toEqual({ err: { name: 'TypeError', message: 'login *** refused' } });
+  });
+
   it('with nothing added, the value is returned as it is', () => {
     const m = new SecretMask();
     const v = { a: 'b' };

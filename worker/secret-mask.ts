@@ -66,6 +66,8 @@ export class SecretMask {
   private walk(value: unknown): unknown {
     if (typeof value === 'string') return this.text(value);
     if (Array.isArray(value)) return value.map((v) => this.walk(v));
+    // an Error's message is not an own enumerable property: kept as text, masked
+    if (value instanceof Error) return { name: value.name, message: this.text(value.message) };
     if (value !== null && typeof value === 'object') {
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [this.text(k), this.walk(v)]));
     }
