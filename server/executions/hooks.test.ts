@@ -27,6 +27,13 @@ afterAll(async () => {
   await tdb?.drop();
 });
 
+/** The next notification, acked and claimed, as a worker does. */
+const claimNext = async () => {
+  const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
+  m.ack();
+  return core.deps.executions.claim(m.data.queue_id, { worker_id: 'w' });
+};
+
 it('vars block → vars table in the same transaction; API vars reach templates; terminal drops them', async () => {
   await core.deps.catalog.register(`apiVersion: playflow.io/v2
 kind: Playbook
@@ -45,11 +52,6 @@ workflow:
 `);
   const run = await core.deps.executions.start({ path: 'h/vars' });
   const ex = core.deps.executions;
-  const claimNext = async () => {
-    const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
-    m.ack();
-    return ex.claim(m.data.queue_id, { worker_id: 'w' });
-  };
   const c1 = await claimNext();
   await ex.handleEvents([callDone(c1, { response: { value: 42 } })]);
   const { rows } = await core.db.pool.query('SELECT var_name, var_value, var_type, source_step FROM vars WHERE execution_id = $1', [run.execution_id]);
@@ -79,9 +81,7 @@ workflow:
 `);
   const run = await core.deps.executions.start({ path: 'h/badvars' });
   const ex = core.deps.executions;
-  const [m] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
-  m.ack();
-  await ex.handleEvents([callDone(await ex.claim(m.data.queue_id, { worker_id: 'w' }), { response: { value: 7 } })]);
+  await ex.handleEvents([callDone(await claimNext(), { response: { value: 7 } })]);
   expect((await ex.get(run.execution_id))?.status).toBe('completed');
   const logged = warnings.filter((w) => (w.obj as { execution_id?: string }).execution_id === run.execution_id);
   expect(logged).toHaveLength(1);
