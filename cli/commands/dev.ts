@@ -29,6 +29,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../common/protocol.js';
+import { parsePort } from '../../common/config.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
 import { CliError, action, parseJsonObject, playbookLanguage, printJson, println, readPlaybookFile } from './common.js';
 
@@ -53,9 +54,11 @@ async function checkPlaybook(file: string, text: string): Promise<void> {
 
 function parsePortOption(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (!/^\d+$/.test(raw.trim()) || n > 65535) throw new CliError(`--port: expected a port number 0-65535, got ${JSON.stringify(raw)}`);
-  return n;
+  try {
+    return parsePort(raw, '--port');
+  } catch (err) {
+    throw new CliError((err as Error).message); // a usage error (cli_error with -o json), as the other options'
+  }
 }
 
 function short(v: unknown, max = 300): string {
