@@ -26,9 +26,10 @@ export function configureFile(opts: { root?: string }): void {
 type Format = 'json' | 'yaml' | 'csv' | 'text';
 
 export function resolvePath(p: string): string {
-  const full = root ? resolve(resolve(root), isAbsolute(p) ? `.${p}` : p) : resolve(p);
-  if (root) {
-    const rel = relative(resolve(root), full);
+  const base = root ? resolve(root) : undefined;
+  const full = base ? resolve(base, isAbsolute(p) ? `.${p}` : p) : resolve(p);
+  if (base) {
+    const rel = relative(base, full);
     if (rel.startsWith('..') || isAbsolute(rel)) throw new ToolConfigError(`path ${p} is outside the worker's file root`);
   }
   if (isWorkerPrivatePath(full)) throw new ToolConfigError(`path ${p} is one of the worker's process files or its service-account token, which a playbook cannot read or write`);
