@@ -4,14 +4,14 @@
  * this stand-in for the transaction's client:
  *
  * - When the decision's first statement is the write and the execution does not end (nothing can
- *   follow it), BEGIN, the execution lock, the write and COMMIT go in ONE simple query: one round
- *   trip per step instead of three (BEGIN with the lock, the write, COMMIT), which is where a
- *   step's socket writes and PostgreSQL's per-message work went. The write carries a guard
- *   (store/decision.ts): it applies only if the log's last seq, the leases of the calls and the API
- *   vars are still what the decision saw, else it writes nothing and reports `current = false`.
- * - A write the end's statements follow (the execution ends) goes with BEGIN and the lock, its
- *   guard deciding whether it applies; the end's statements then go with COMMIT
- *   (`queryAndCommit`): two round trips for the last step.
+ *   follow it), the write is ONE statement in its own transaction: the write function of migration
+ *   340 takes the execution lock, checks the guard (store/decision.ts: the log's last seq, the
+ *   leases of the calls and the API vars are still what the decision saw; else it writes nothing
+ *   and reports `current = false`), writes and reserves the queue ids of the next eager claims,
+ *   with its parameters bound. One round trip per step.
+ * - A write the end's statements follow (the execution ends) goes with BEGIN, its guard deciding
+ *   whether it applies; the end's statements then go with COMMIT (`queryAndCommit`): two round
+ *   trips for the last step.
  * - Anything else (vars to persist first, a write too large to inline) opens the transaction
  *   first, BEGIN with the lock and the guard alone; the statements then run in it as usual, the
  *   last write (or the end's statements) carrying the COMMIT, else `finish()` commits.
@@ -22,7 +22,7 @@
  */
 import type pg from 'pg';
 import { sessionStatements, type CommitRules, type CommittingClient, type SessionSql, type SessionStatement } from '../db.js';
-import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_STATEMENT, type DecisionGuard } from '../store/decision.js';
+import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_SQL, writeDecisionSql, type DecisionGuard } from '../store/decision.js';
 import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
 import { idLiteral, sqlLiteral, sqlLiterals } from '../store/sql.js';
 import { LOCK_STATEMENT } from './helpers.js';
@@ -37,15 +37,15 @@ const endsExecution = (write: readonly unknown[]): boolean => write[8] !== false
 
 /**
  * The decision's write when nothing follows it in its transaction, as simple-query text with its
- * parameters inlined; null for any other statement, a write too large to inline, or one the end's
- * statements follow. A group commit's write is its last statement otherwise, so its COMMIT can go
- * with it (db.ts CommitRules).
+ * parameters inlined (and `reserve` queue ids taken after it); null for any other statement, a
+ * write too large to inline, or one the end's statements follow. A group commit's write is its
+ * last statement otherwise, so its COMMIT can go with it (db.ts CommitRules).
  */
-export function lastWrite(config: pg.QueryConfig | string): SessionSql | null {
+export function lastWrite(config: pg.QueryConfig | string, reserve = 0): SessionSql | null {
   const write = writeValues(config);
   if (!write || endsExecution(write)) return null;
-  const args = sqlLiterals(write);
-  return args && { sql: WRITE_DECISION_STATEMENT.execute(...args), prepare: [WRITE_DECISION_STATEMENT] };
+  const args = sqlLiterals(guardedValues(write, null, reserve));
+  return args && { sql: writeDecisionSql(args), prepare: [] };
 }
 
 /**
@@ -98,18 +98,20 @@ export class LazyTransaction implements CommittingClient {
     if (this.state === 'committed') throw new Error(`speculative transaction of execution ${this.executionId}: a statement after its commit`);
     if (this.state === 'open') {
       // the guard already held (open, or the write's own): a write that is last takes the COMMIT along
-      const last = lastWrite(config);
-      if (last) return (await this.sendWithCommit(last.sql, last.prepare, this.reserveAfter))[0];
+      const last = lastWrite(config, this.reserveAfter);
+      if (last) {
+        const written = (await this.sendWithCommit(last.sql, last.prepare, 0))[0];
+        this.keepReserved(written);
+        return written;
+      }
       return this.conn!.query(config as pg.QueryConfig, values);
     }
-    // the decision's first statement: the write, guarded, with BEGIN and the lock in one trip; with
-    // COMMIT too when it is last, else (the end's statements follow it) the transaction stays open
+    // the decision's first statement: the write, guarded: alone in its transaction when it is last,
+    // else (the end's statements follow it) with BEGIN, the transaction staying open
     const write = writeValues(config);
+    if (write && !endsExecution(write)) return this.writeAndCommit(guardedValues(write, this.guard, this.reserveAfter));
     const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
-    if (args) {
-      const sql = WRITE_DECISION_STATEMENT.execute(...args);
-      return endsExecution(write!) ? this.openWithWrite(sql) : this.writeAndCommit(sql);
-    }
+    if (args) return this.openWithWrite(writeDecisionSql(args));
     // anything else (vars side effects, a write too large to inline): BEGIN, lock and the guard first
     await this.open();
     return this.conn!.query(config as pg.QueryConfig, values);
@@ -121,17 +123,15 @@ export class LazyTransaction implements CommittingClient {
     return this.sendWithCommit(sql, prepare, 0);
   }
 
-  private async writeAndCommit(write: string): Promise<pg.QueryResult> {
+  /** The guarded write alone, its own transaction (the write function locks, checks and writes). */
+  private async writeAndCommit(values: unknown[]): Promise<pg.QueryResult> {
     const conn = await this.connect();
-    const session = sessionStatements(conn, [LOCK_STATEMENT, WRITE_DECISION_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${write}; COMMIT${this.reserveTail(this.reserveAfter)}`;
     this.beforeCommit();
     this.sentCommit = true;
-    const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
-    session.done();
+    const written = (await this.send(conn, { name: WRITE_DECISION_NAME, text: WRITE_DECISION_SQL, values })) as pg.QueryResult;
     this.state = 'committed';
-    if (this.reserveAfter > 0) this.keepReserved(results[session.missing + 4]);
-    return results[session.missing + 2];
+    this.keepReserved(written);
+    return written;
   }
 
   /**
@@ -140,12 +140,10 @@ export class LazyTransaction implements CommittingClient {
    */
   private async openWithWrite(write: string): Promise<pg.QueryResult> {
     const conn = await this.connect();
-    const session = sessionStatements(conn, [LOCK_STATEMENT, WRITE_DECISION_STATEMENT]);
-    const results = (await this.send(conn, `${session.prefix}BEGIN; ${this.lock()}; ${write}`)) as unknown as pg.QueryResult[];
-    session.done();
+    const results = (await this.send(conn, `BEGIN; ${write}`)) as unknown as pg.QueryResult[];
     this.state = 'open';
     this.wasOpened = true;
-    const written = results[session.missing + 2];
+    const written = results[1];
     if (!written.rows[0]?.current) throw new StaleDecision(this.executionId);
     return written;
   }
@@ -177,8 +175,10 @@ export class LazyTransaction implements CommittingClient {
     return count > 0 ? `; ${reserveIdsSql(count)}` : '';
   }
 
+  /** The ids a write took after its rows (its `reserved`), or those of RESERVE_IDS_STATEMENT. */
   private keepReserved(taken: pg.QueryResult): void {
-    this.reserved = taken.rows.map((r: { id: string }) => r.id);
+    const row = taken.rows[0] as { reserved?: string[] } | undefined;
+    this.reserved = row && 'reserved' in row ? row.reserved ?? [] : taken.rows.map((r: { id: string }) => r.id);
   }
 
   private async open(): Promise<void> {
@@ -198,9 +198,9 @@ export class LazyTransaction implements CommittingClient {
    * COMMIT in it did not either (unless the connection was lost: the caller answers 503 then, as a
    * lost COMMIT always does).
    */
-  private async send(conn: pg.PoolClient, sql: string): Promise<unknown> {
+  private async send(conn: pg.PoolClient, sql: string | pg.QueryConfig): Promise<unknown> {
     try {
-      return await conn.query(sql);
+      return await conn.query(sql as pg.QueryConfig);
     } catch (err) {
       this.release(true);
       throw err;

@@ -1,22 +1,22 @@
 /**
- * The write of one engine decision (or a group commit's several) as ONE statement: the new events,
- * the new queue rows, the queue rows it closes, the execution row and, when due, the snapshot.
+ * The write of one engine decision (or a group commit's several) as ONE call of the function
+ * `playflow_write_decision` (migration 340): the new events, the new queue rows, the queue rows it
+ * closes, the execution row, the step summaries and, when due, the snapshot; for a speculation,
+ * the execution lock and the guard first, and the queue ids of the next eager claims after.
  *
- * Why one statement: each statement costs a round trip plus parse/bind on both sides, and this is
- * the hot path of every step. Data-modifying CTEs all run to completion, on one snapshot, whether
- * or not the final SELECT reads them. They must not touch one row twice, so a command issued and
- * closed in the same write is inserted with its final status instead of inserted and then updated
- * (see `mergeCloses`).
+ * Why one call: each statement costs a round trip plus parse/bind on both sides, and this is the
+ * hot path of every step. The function's statements run in order in one transaction, so a command
+ * issued and closed in the same write could be inserted and updated; it is still inserted with its
+ * final status (`mergeCloses`), one row version instead of two.
  *
  * The events, the new queue rows and the summaries are inserted only once the execution row is
- * updated (they read `up`): these tables have no foreign key to `execution` (migration 290), and
- * the update's row lock does what the key's check did, holding off a concurrent delete, while no
- * row is written for an execution that is not there.
+ * updated: these tables have no foreign key to `execution` (migration 290), and the update's row
+ * lock does what the key's check did, holding off a concurrent delete, while no row is written for
+ * an execution that is not there.
  *
  * The step summaries are rows of `execution_step` (migration 260), not a jsonb column of the
  * execution row: a write upserts only the summaries it changed, so its cost does not grow with the
- * number of steps the execution has run. Deleting the summaries a replacing write no longer has and
- * upserting the others touch disjoint rows.
+ * number of steps the execution has run.
  *
  * A command crosses once, in the payload of the `command_issued` event that issues it: the queue
  * row takes it from there (about 350 of a python step's 2,500 characters were the second copy).
@@ -33,7 +33,6 @@ import { getPath } from '../engine/context.js';
 import { SharedValues, without, withoutPath } from './shared-values.js';
 import { sessionStatement } from '../db.js';
 import type { Queryable } from './sql.js';
-import { API_VAR_ROW } from './vars.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
 
@@ -84,108 +83,27 @@ export interface DecisionWritten {
   finished_at: Date | null;
 }
 
-/**
- * Whether what a speculative decision was made from is still current (executions/lazy-tx.ts): the
- * log's last seq, the leases of the calls it reports on, and the API vars. A NULL last seq: not a
- * speculation (the caller read all three under the lock), true. Evaluated by a statement that
- * follows the execution lock's, so its snapshot holds every transaction that held the lock before.
- * `p` names the parameters: execution id, last seq, holders (a jsonb list of `{queue_id,
- * worker_id, lease_token}`, every one of which must still hold its row), vars.
- */
-function guardSql(p: [string, string, string, string]): string {
-  const [id, lastSeq, holders, vars] = p;
-  return `${lastSeq}::integer IS NULL OR (
-      (SELECT COALESCE(max(seq), 0) FROM event WHERE execution_id = ${id}) = ${lastSeq}::integer
-  AND NOT EXISTS (SELECT 1 FROM jsonb_to_recordset(${holders}::jsonb) AS h(queue_id bigint, worker_id text, lease_token text)
-       WHERE NOT EXISTS (SELECT 1 FROM queue q WHERE q.queue_id = h.queue_id AND q.status = 'leased'
-                            AND q.worker_id = h.worker_id AND q.lease_token = h.lease_token))
-  AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
-        WHERE execution_id = ${id} AND ${API_VAR_ROW}) = ${vars}::jsonb)`;
-}
 
-const SQL = `
-WITH ok AS (
-  SELECT ${guardSql(['$1', '$18', '$19', '$20'])} AS current
-), up AS (
-  -- first: the inserts below read it (see the header)
-  UPDATE execution SET status = $5, result = COALESCE($13::jsonb -> $14::integer, $6::jsonb), error = $7,
-         updated_at = now(),
-         finished_at = CASE WHEN $9::boolean THEN COALESCE(finished_at, now()) ELSE NULL END
-   WHERE execution_id = $1 AND (SELECT current FROM ok)
-  RETURNING updated_at, finished_at
-), evs AS MATERIALIZED (
-  SELECT * FROM jsonb_to_recordset($2::jsonb) AS e(seq integer, name text, step text, command_id integer, payload jsonb,
-                                                   share_path text[], share_idx integer, value_seq integer)
-), ev AS (
-  INSERT INTO event (execution_id, seq, name, step, command_id, payload, value_path, value, value_seq)
-  SELECT $1, e.seq, e.name, e.step, e.command_id,
-         CASE WHEN e.share_path IS NULL OR $17::boolean THEN COALESCE(e.payload, '{}'::jsonb)
-              ELSE jsonb_set(e.payload, e.share_path, $13::jsonb -> e.share_idx) END,
-         CASE WHEN $17::boolean THEN e.share_path END,
-         CASE WHEN $17::boolean AND e.share_path IS NOT NULL AND e.value_seq IS NULL THEN $13::jsonb -> e.share_idx END,
-         CASE WHEN $17::boolean THEN e.value_seq END
-    FROM evs e
-   WHERE EXISTS (SELECT 1 FROM up)
-   ORDER BY e.seq
-), cmds AS (
-  -- a command without its own cmd is the payload of the command_issued event that issued it
-  SELECT c.*, COALESCE(c.cmd, i.payload -> 'command') AS command
-    FROM jsonb_to_recordset($3::jsonb) AS c(command_id integer, step text, cmd jsonb, max_deliveries integer, delay_ms double precision,
-                                            status text, queue_id bigint, worker_id text, lease_token text, lease_until timestamptz)
-    LEFT JOIN (SELECT DISTINCT ON (command_id) command_id, payload FROM evs WHERE name = 'command_issued' ORDER BY command_id, seq) i
-      ON c.cmd IS NULL AND i.command_id = c.command_id
-), ins AS (
-  INSERT INTO queue (queue_id, execution_id, command_id, step, command, max_deliveries, available_at, status, finished_at,
-                     attempts, worker_id, lease_token, lease_until, heartbeat_at, pool)
-  SELECT COALESCE(c.queue_id, nextval(pg_get_serial_sequence('queue', 'queue_id'))), $1, c.command_id, c.step, c.command,
-         GREATEST(COALESCE(c.max_deliveries, 3), 1), now() + make_interval(secs => c.delay_ms / 1000.0),
-         COALESCE(c.status, CASE WHEN c.worker_id IS NULL THEN 'queued' ELSE 'leased' END),
-         CASE WHEN c.status IS NULL THEN NULL ELSE now() END,
-         CASE WHEN c.worker_id IS NULL THEN 0 ELSE 1 END, c.worker_id, c.lease_token,
-         CASE WHEN c.status IS NULL THEN c.lease_until END, CASE WHEN c.worker_id IS NULL THEN NULL ELSE now() END,
-         COALESCE(c.command->>'pool', 'default')
-    FROM cmds c
-   WHERE EXISTS (SELECT 1 FROM up)
-  ON CONFLICT (execution_id, command_id) DO NOTHING
-  RETURNING queue_id, step, command_id, pool, status, status = 'queued' AND available_at <= now() AS due
-), cl AS (
-  UPDATE queue SET status = c.status, finished_at = now(), lease_until = NULL
-    FROM jsonb_to_recordset($4::jsonb) AS c(command_id integer, status text)
-   WHERE queue.execution_id = $1 AND queue.command_id = c.command_id AND queue.status IN ('queued', 'leased') AND (SELECT current FROM ok)
-  RETURNING queue.status
-), snap AS (
-  INSERT INTO execution_snapshot (execution_id, seq, state)
-  SELECT $1, $10::integer, $11::jsonb WHERE $10::integer IS NOT NULL AND (SELECT current FROM ok)
-  ON CONFLICT (execution_id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, updated_at = now()
-), snap_gone AS (
-  DELETE FROM execution_snapshot_value v WHERE v.execution_id = $1 AND $10::integer IS NOT NULL AND NOT ($16::jsonb ? v.path) AND (SELECT current FROM ok)
-), snap_values AS (
-  INSERT INTO execution_snapshot_value (execution_id, path, value)
-  SELECT $1, v.key, $13::jsonb -> (v.value #>> '{}')::integer FROM jsonb_each($16::jsonb) AS v WHERE $10::integer IS NOT NULL AND (SELECT current FROM ok)
-  ON CONFLICT (execution_id, path) DO UPDATE SET value = EXCLUDED.value
-), st_gone AS (
-  DELETE FROM execution_step s WHERE s.execution_id = $1 AND NOT $12::boolean AND NOT ($8::jsonb ? s.step) AND (SELECT current FROM ok)
-), st AS (
-  INSERT INTO execution_step (execution_id, step, summary, result_value)
-  SELECT $1, s.key,
-         CASE WHEN $15::jsonb ? s.key AND NOT $17::boolean
-              THEN jsonb_set(s.value, '{result}', $13::jsonb -> ($15::jsonb ->> s.key)::integer) ELSE s.value END,
-         CASE WHEN $15::jsonb ? s.key AND $17::boolean THEN $13::jsonb -> ($15::jsonb ->> s.key)::integer END
-    FROM jsonb_each($8::jsonb) AS s
-   WHERE EXISTS (SELECT 1 FROM up)
-  ON CONFLICT (execution_id, step) DO UPDATE SET summary = EXCLUDED.summary, result_value = EXCLUDED.result_value
-   WHERE execution_step.summary IS DISTINCT FROM EXCLUDED.summary OR execution_step.result_value IS DISTINCT FROM EXCLUDED.result_value
-)
-SELECT ok.current, up.updated_at, up.finished_at,
-       (SELECT COALESCE(jsonb_agg(jsonb_build_object('queue_id', ins.queue_id::text, 'step', ins.step, 'command_id', ins.command_id, 'pool', ins.pool, 'due', ins.due)), '[]'::jsonb) FROM ins) AS inserted,
-       (SELECT count(*) FROM ins WHERE ins.status = 'cancelled') + (SELECT count(*) FROM cl WHERE cl.status = 'cancelled') AS cancelled
-  FROM ok LEFT JOIN up ON true`;
+/**
+ * The write: migration 340's `playflow_write_decision` (the execution lock, the guard, the events,
+ * the queue rows inserted and closed, the execution row, the summaries, the snapshot, and queue ids
+ * reserved after them). Its parameters, in order ($1..$21): execution id; events (each `{seq, name,
+ * step, command_id, payload}`, and `share_path`, `share_idx`, `value_seq` for a shared value);
+ * new commands; closes of existing rows; status, result (inline), error, summaries, terminal;
+ * snapshot seq and state (NULL: not due); whether the summaries are only the changed ones; the
+ * shared values (store/shared-values.ts), the result's and the summaries' indexes in it, the
+ * snapshot's; whether shared values go beside (migration 280); the guard's last seq (NULL: not a
+ * speculation), holders and API vars; queue ids to reserve.
+ */
+export const WRITE_DECISION_SQL = 'SELECT current, updated_at, finished_at, inserted, cancelled, reserved FROM playflow_write_decision($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)';
+
+/** The same call with its arguments inlined as SQL literals (a transaction sent in one simple query). */
+export function writeDecisionSql(literals: readonly string[]): string {
+  return `SELECT current, updated_at, finished_at, inserted, cancelled, reserved FROM playflow_write_decision(${literals.join(', ')})`;
+}
 
 /** The name of the write's statement: executions/lazy-tx.ts recognises the write by it. */
 export const WRITE_DECISION_NAME = 'playflow.write_decision';
-
-/** The write as a session statement (db.ts), for a transaction sent in one simple query. */
-export const WRITE_DECISION_STATEMENT = sessionStatement('playflow_write_decision', [], SQL);
 
 /** A lease a speculative decision took as its event claimed it. */
 export interface GuardedLease {
@@ -205,19 +123,23 @@ export interface DecisionGuard {
 
 /** The guard on its own, for a speculative transaction whose first statement is not the write. */
 export const GUARD_STATEMENT = sessionStatement('playflow_decision_guard', ['bigint', 'integer', 'jsonb', 'jsonb'],
-  `SELECT ${guardSql(['$1', '$2', '$3', '$4'])} AS current`);
+  'SELECT playflow_decision_current($1, $2, $3, $4) AS current');
 
 /** GUARD_STATEMENT's values. */
 export function guardValues(executionId: string, guard: DecisionGuard): unknown[] {
   return [executionId, guard.lastSeq, JSON.stringify(guard.holders), JSON.stringify(guard.vars)];
 }
 
-/** Where the guard's parameters start in the write's values (after the execution id, $18..$20). */
+/** Where the guard's parameters start in the write's values (after the execution id, $18..$20), and the reserve's ($21). */
 const GUARD_AT = 17;
+const RESERVE_AT = 20;
 
-/** The write's values with `guard` in place of the NULLs writeDecision sends. */
-export function guardedValues(values: readonly unknown[], guard: DecisionGuard): unknown[] {
-  return [...values.slice(0, GUARD_AT), ...guardValues(String(values[0]), guard).slice(1)];
+/** The write's values with `guard` in place of the NULLs writeDecision sends, and `reserve` queue ids to take. */
+export function guardedValues(values: readonly unknown[], guard: DecisionGuard | null, reserve = 0): unknown[] {
+  const out = values.slice();
+  if (guard) out.splice(GUARD_AT, 3, ...guardValues(String(values[0]), guard).slice(1));
+  out[RESERVE_AT] = reserve;
+  return out;
 }
 
 /** The guarded write found its speculation stale: nothing was written. */
@@ -352,7 +274,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
   }));
   const { rows } = await q.query<{ current: boolean; updated_at: Date | null; finished_at: Date | null; inserted: Array<Omit<InsertedCommand, 'execution_id'>>; cancelled: string }>({
     name: WRITE_DECISION_NAME,
-    text: SQL,
+    text: WRITE_DECISION_SQL,
     values: [
       w.executionId, JSON.stringify(events), JSON.stringify(commands), JSON.stringify(updates),
       x.status, x.result === null || resultIdx !== undefined ? null : JSON.stringify(x.result), x.error === null ? null : JSON.stringify(x.error),
@@ -360,6 +282,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
       w.snapshot ? w.snapshot.seq : null, snap ? snap.state : null, w.stepsChanged !== undefined,
       shared.param(), resultIdx ?? null, JSON.stringify(stepShares), JSON.stringify(snap?.values ?? {}), beside,
       null, null, null, // the guard ($18..$20): not a speculation, unless lazy-tx.ts fills it in
+      0, // queue ids to reserve ($21): lazy-tx.ts asks for them
     ],
   });
   const r = rows[0];

@@ -32,8 +32,8 @@ export type VarWriter = 'engine' | 'api';
  * (which it folds from the event log). The API's are marked `written_by = 'api'` whatever their
  * var_type (the spec allows POSTing `step_result`); a row without the mark comes from before
  * migration 320 or from a server of the previous version, and its var_type decides as it did
- * then. The loader (apiVarsSql) and the decision guard (store/decision.ts) must select exactly
- * these rows, so both use this predicate.
+ * then. The loader (apiVarsSql) and the decision guard (migration 340's playflow_decision_current,
+ * which repeats this text; a test holds them equal) must select exactly these rows.
  */
 export const API_VAR_ROW = `(var_type <> 'step_result' OR written_by = 'api')`;
 
