@@ -23,14 +23,17 @@
 -- since the last vacuum all point at dead tuples) and the API vars (store/vars.ts API_VAR_ROW).
 -- Called after the execution lock, from a statement of its own.
 CREATE FUNCTION playflow_decision_current(p_execution_id bigint, p_last_seq integer, p_holders jsonb, p_vars jsonb)
-RETURNS boolean LANGUAGE sql STABLE AS $fn$
-  SELECT (SELECT COALESCE(max(e.seq), 0) FROM event e WHERE e.execution_id = p_execution_id) = p_last_seq
+RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+  -- PL/pgSQL, not SQL: a SQL function called from another is planned again on every call
+  RETURN (SELECT COALESCE(max(e.seq), 0) FROM event e WHERE e.execution_id = p_execution_id) = p_last_seq
      AND NOT EXISTS (SELECT 1 FROM jsonb_to_recordset(p_holders) AS h(queue_id bigint, worker_id text, lease_token text)
                        LEFT JOIN queue q ON q.queue_id = h.queue_id
                       WHERE q.queue_id IS NULL OR q.status <> 'leased' OR q.worker_id IS DISTINCT FROM h.worker_id
                          OR q.lease_token IS DISTINCT FROM h.lease_token)
      AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
-           WHERE vars.execution_id = p_execution_id AND (var_type <> 'step_result' OR written_by = 'api')) = p_vars
+           WHERE vars.execution_id = p_execution_id AND (var_type <> 'step_result' OR written_by = 'api')) = p_vars;
+END
 $fn$;
 
 CREATE FUNCTION playflow_write_decision(
