@@ -351,10 +351,10 @@ function scopeOfKey(cacheKey: string): Scope {
  * as they are. Throws KeychainError for a missing / expired / unrenewable entry. The entries'
  * values go into `secrets` (masked in what is reported of the call).
  */
-export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver: KeychainResolver, secrets?: SecretMask): Promise<Tool> {
+export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver: KeychainResolver | (() => KeychainResolver), secrets?: SecretMask): Promise<Tool> {
   const names = keychainRefs(tool as unknown as Json);
   if (names.length === 0) return tool;
-  const { entries, failedRenewals } = await resolver.resolve(names, cmd);
+  const { entries, failedRenewals } = await (typeof resolver === 'function' ? resolver() : resolver).resolve(names, cmd);
   secrets?.add(entries);
   const ctx = { ...templateContext(cmd), keychain: entries };
   let rendered: Tool;
@@ -372,8 +372,6 @@ export async function renderKeychain(tool: Tool, cmd: KeychainCommand, resolver:
 
 /** `WorkerRuntimeOptions.prepareTool`: `(cmd, tool) => tool with keychain references rendered`. */
 export function createKeychainPreparer(opts: KeychainResolverOptions): (cmd: KeychainCommand, tool: Tool, secrets?: SecretMask) => Promise<Tool> {
-  return async (cmd, tool, secrets) => {
-    const resolver = new KeychainResolver(opts);
-    return renderKeychain(tool, cmd, resolver, secrets);
-  };
+  // a resolver per command (its cache is the command's), made only for a tool that references the keychain
+  return (cmd, tool, secrets) => renderKeychain(tool, cmd, () => new KeychainResolver(opts), secrets);
 }

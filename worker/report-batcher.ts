@@ -51,6 +51,18 @@ export class ReportBatcher {
   ) {}
 
   send(event: WorkerEvent, claimNext?: ClaimNextRequest): Promise<ReportAnswer> {
+    // a request free and nothing waiting (a sequential chain: always): it goes at once, alone
+    if (this.waiting.length === 0 && this.inFlight < this.o.maxInFlight) {
+      this.inFlight++;
+      this.o.onRequest?.(1);
+      const sent = this.sender.sendEvents([event], claimNext ? { claimNext } : undefined);
+      const after = () => {
+        this.inFlight--;
+        this.pump();
+      };
+      sent.then(after, after);
+      return sent.then((ack) => ({ claimed: ack?.claimed ?? [] }));
+    }
     return new Promise<ReportAnswer>((resolve, reject) => {
       this.waiting.push({ event, claimNext, resolve, reject });
       this.pump();

@@ -47,6 +47,7 @@ import { configureHttp } from './tools/http.js';
 import { isObject } from './tools/json.js';
 import { type Logger, silentLogger } from '../common/logger.js';
 import { ReportBatcher } from './report-batcher.js';
+import { LeaseKeeper } from './lease-keeper.js';
 
 /** The part of PlayflowClient the runtime uses (tests may pass anything with these methods). */
 export type WorkerClient = Pick<PlayflowClient, 'claim' | 'heartbeat' | 'sendEvents' | 'run'> &
@@ -154,6 +155,12 @@ export function serverResolveAuth(client: WorkerClient, lease?: CredentialLease)
 /** Answers of the credential read path that fail the call (a redelivery would be refused the same way). */
 const CREDENTIAL_REFUSALS = new Set(['credential_not_allowed', 'credential_scoped', 'not_lease_holder']);
 
+/** A resolver made on its first use: most commands (python, plain http) resolve no credential. */
+function lazyAuth(make: () => ResolveAuth): ResolveAuth {
+  let made: ResolveAuth | undefined;
+  return (auth: Json) => (made ??= make())(auth);
+}
+
 /** The resolver, with every credential it resolves added to the command's secrets. */
 function maskingAuth(inner: ResolveAuth, secrets: SecretMask): ResolveAuth {
   return async (auth: Json) => {
@@ -193,6 +200,8 @@ export class WorkerRuntime {
   private readonly graceMs: number;
   private readonly eagerDispatch: boolean;
   private readonly reports: ReportBatcher;
+  /** The leases of the commands in flight (`msg.working()` and the lease heartbeat every `heartbeatMs`). */
+  private readonly leases: LeaseKeeper<InFlight>;
   private consumer: ConsumerHandle | null = null;
   private side: SideServer | null = null;
   private runtimeTimer: NodeJS.Timeout | null = null;
@@ -226,6 +235,9 @@ export class WorkerRuntime {
     this.heartbeatMs = Math.min((opts.heartbeatSeconds ?? 5) * 1000, (this.leaseSeconds * 1000) / 3);
     this.graceMs = (opts.graceSeconds ?? 30) * 1000;
     this.eagerDispatch = opts.eagerDispatch ?? true;
+    this.leases = new LeaseKeeper(this.heartbeatMs, (f) => {
+      if (f.cmd) void this.beat(f, f.cmd);
+    });
     this.reports = new ReportBatcher(opts.client, {
       maxInFlight: REPORTS_IN_FLIGHT,
       maxBatch: Math.min(this.concurrency, MAX_EVENTS_PER_REQUEST),
@@ -386,6 +398,7 @@ export class WorkerRuntime {
       clearTimeout(grace);
       if (hard) clearTimeout(hard);
       for (const f of this.inFlight) this.settle(f.msg, 'nak', SHUTDOWN_NAK_DELAY_MS);
+      this.leases.close();
       await Promise.allSettled([closePythonPool(), closePostgresPools()]);
       await this.side?.close();
       this.log.info({}, 'worker stopped');
@@ -419,6 +432,7 @@ export class WorkerRuntime {
     try {
       await this.process(f, n as CommandNotification);
     } finally {
+      this.leases.release(f);
       this.inFlight.delete(f);
       this.metrics.inFlight.set(this.inFlight.size);
     }
@@ -465,21 +479,23 @@ export class WorkerRuntime {
     f.cmd = cmd;
     const secrets = new SecretMask();
     f.secrets = secrets;
-    if (cmd.tool?.kind === 'playbook') return this.startChild(f, cmd);
+    if (cmd.tool?.kind === 'playbook') {
+      // the child holds the command once started: no lease of this worker's to keep
+      this.leases.release(f);
+      return this.startChild(f, cmd);
+    }
 
-    const timer = setInterval(() => void this.beat(f, cmd), this.heartbeatMs);
+    // kept from here until the result is reported (report) or the slot lets the command go
+    this.leases.hold(f);
     const started = performance.now();
     let outcome: ToolOutcome;
     try {
       outcome = await this.runCommand(cmd, f.ac.signal, secrets);
     } catch (err) {
-      clearInterval(timer);
       // WorkerFault (or an unexpected throw outside the tool): redeliver.
       this.log.warn({ ...where, err: secrets.text(String((err as Error)?.message ?? err)) }, 'worker-side fault while running the command; nak for redelivery');
       this.settle(msg, 'nak', this.nakDelay(msg));
       return undefined;
-    } finally {
-      clearInterval(timer);
     }
     const durationMs = Math.round(performance.now() - started);
     const kind = cmd.tool.kind;
@@ -523,7 +539,7 @@ export class WorkerRuntime {
       args: cmd.args ?? {},
       execution_id: String(cmd.execution_id),
       step: cmd.step,
-      resolveAuth: maskingAuth(this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client, leaseOf(cmd)), secrets),
+      resolveAuth: maskingAuth(lazyAuth(() => (this.o.resolveAuthFor ? guardResolveAuth(this.o.resolveAuthFor(cmd)) : serverResolveAuth(this.o.client, leaseOf(cmd)))), secrets),
       workbook: cmd.workbook,
       template: {
         ...(cmd.context ?? {}),
@@ -608,67 +624,63 @@ export class WorkerRuntime {
     } satisfies WorkerEvent;
     const where = { execution_id: cmd.execution_id, queue_id: cmd.queue_id, step: cmd.step, kind: cmd.tool.kind };
     // The call already ran: its result is kept and reported until the server takes it or says the
-    // lease is gone, however long the server is away — the lease heartbeat goes on meanwhile, so
-    // the command is not handed to another worker and its side effects do not happen twice.
-    const timer = setInterval(() => void this.beat(f, cmd), this.heartbeatMs);
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const eager = this.eagerDispatch && !this.stopping;
-          const answer = await this.reports.send(event, eager ? this.claimNext() : undefined);
-          this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}), ...(attempt > 1 ? { report_attempts: attempt } : {}) }, 'call.done reported');
+    // lease is gone, however long the server is away — the lease heartbeat goes on meanwhile (the
+    // slot holds the lease from execute on), so the command is not handed to another worker and
+    // its side effects do not happen twice.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const eager = this.eagerDispatch && !this.stopping;
+        const answer = await this.reports.send(event, eager ? this.claimNext() : undefined);
+        this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}), ...(attempt > 1 ? { report_attempts: attempt } : {}) }, 'call.done reported');
+        this.settle(f.msg, 'ack');
+        return eager ? answer.claimed[0] : undefined;
+      } catch (err) {
+        const refusedBefore = event.payload.error && ['too_large', 'result_refused'].includes(String((event.payload.error as JsonObject).code));
+        if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
+          this.log.warn({ ...where, status: err.status, err: err.message }, 'call.done refused: this worker no longer holds the lease; result dropped');
           this.settle(f.msg, 'ack');
-          return eager ? answer.claimed[0] : undefined;
-        } catch (err) {
-          const refusedBefore = event.payload.error && ['too_large', 'result_refused'].includes(String((event.payload.error as JsonObject).code));
-          if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
-            this.log.warn({ ...where, status: err.status, err: err.message }, 'call.done refused: this worker no longer holds the lease; result dropped');
-            this.settle(f.msg, 'ack');
-            return undefined;
-          }
-          if (err instanceof ApiError && !isTransient(err) && !refusedBefore) {
-            // The server will not take this result (too large, invalid…): the call fails with that
-            // reason rather than the command staying leased until it expires and runs again.
-            const size = Buffer.byteLength(stringifyJson(event.payload));
-            const tooLarge = err.status === 413;
-            this.log.warn({ ...where, status: err.status, bytes: size, err: err.message }, 'call.done refused by the server; reporting it as the call\'s error');
-            event.payload = {
-              error: tooLarge
-                ? { message: `the call's result is too large to report (${size} bytes of JSON; the server takes request bodies up to its PLAYFLOW_MAX_BODY_BYTES)`, code: 'too_large' }
-                : { message: `the server refused the call's result (${err.status}): ${err.message}`, code: 'result_refused', status: err.status },
-              meta,
-            };
-            attempt = 0;
-            continue;
-          }
-          if (err instanceof ApiError && !isTransient(err)) {
-            this.log.error({ ...where, status: err.status, err: err.message }, 'call.done refused even as an error; dropping it (the lease runs out and the server re-issues the command)');
-            this.settle(f.msg, 'ack');
-            return undefined;
-          }
-          if (f.reason === 'lease_lost') {
-            this.log.warn({ ...where, err: (err as Error).message }, 'lease lost while the result waited to be reported; result dropped');
-            this.settle(f.msg, 'ack');
-            return undefined;
-          }
-          if (f.reason === 'shutdown') {
-            this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done before shutdown; nak (the lease runs out and the server re-issues the command)');
-            this.settle(f.msg, 'nak', this.nakDelay(f.msg));
-            return undefined;
-          }
-          if (err instanceof ApiError && err.status > 0 && err.status < 500 && attempt >= 10) {
-            this.log.error({ ...where, status: err.status, err: err.message }, 'call.done keeps being refused (authorization?); nak (the lease runs out and the server re-issues the command)');
-            this.settle(f.msg, 'nak', this.nakDelay(f.msg));
-            return undefined;
-          }
-          if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
-          if (attempt === 1 || attempt % 20 === 0) this.log.warn({ ...where, attempt, err: (err as Error).message }, 'cannot report call.done yet; keeping the result and retrying');
-          f.msg.working();
-          await new Promise((r) => setTimeout(r, Math.min(REPORT_RETRY_MAX_MS, 250 * 2 ** Math.min(attempt - 1, 8))));
+          return undefined;
         }
+        if (err instanceof ApiError && !isTransient(err) && !refusedBefore) {
+          // The server will not take this result (too large, invalid…): the call fails with that
+          // reason rather than the command staying leased until it expires and runs again.
+          const size = Buffer.byteLength(stringifyJson(event.payload));
+          const tooLarge = err.status === 413;
+          this.log.warn({ ...where, status: err.status, bytes: size, err: err.message }, 'call.done refused by the server; reporting it as the call\'s error');
+          event.payload = {
+            error: tooLarge
+              ? { message: `the call's result is too large to report (${size} bytes of JSON; the server takes request bodies up to its PLAYFLOW_MAX_BODY_BYTES)`, code: 'too_large' }
+              : { message: `the server refused the call's result (${err.status}): ${err.message}`, code: 'result_refused', status: err.status },
+            meta,
+          };
+          attempt = 0;
+          continue;
+        }
+        if (err instanceof ApiError && !isTransient(err)) {
+          this.log.error({ ...where, status: err.status, err: err.message }, 'call.done refused even as an error; dropping it (the lease runs out and the server re-issues the command)');
+          this.settle(f.msg, 'ack');
+          return undefined;
+        }
+        if (f.reason === 'lease_lost') {
+          this.log.warn({ ...where, err: (err as Error).message }, 'lease lost while the result waited to be reported; result dropped');
+          this.settle(f.msg, 'ack');
+          return undefined;
+        }
+        if (f.reason === 'shutdown') {
+          this.log.error({ ...where, err: (err as Error).message }, 'cannot report call.done before shutdown; nak (the lease runs out and the server re-issues the command)');
+          this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+          return undefined;
+        }
+        if (err instanceof ApiError && err.status > 0 && err.status < 500 && attempt >= 10) {
+          this.log.error({ ...where, status: err.status, err: err.message }, 'call.done keeps being refused (authorization?); nak (the lease runs out and the server re-issues the command)');
+          this.settle(f.msg, 'nak', this.nakDelay(f.msg));
+          return undefined;
+        }
+        if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
+        if (attempt === 1 || attempt % 20 === 0) this.log.warn({ ...where, attempt, err: (err as Error).message }, 'cannot report call.done yet; keeping the result and retrying');
+        f.msg.working();
+        await new Promise((r) => setTimeout(r, Math.min(REPORT_RETRY_MAX_MS, 250 * 2 ** Math.min(attempt - 1, 8))));
       }
-    } finally {
-      clearInterval(timer);
     }
   }
 
@@ -677,7 +689,10 @@ export class WorkerRuntime {
     const tool = cmd.tool;
     const path = cmd.child?.path ?? (typeof tool.path === 'string' ? tool.path : undefined);
     const payload = cmd.child?.payload ?? (isObject(tool.args) ? tool.args : isObject(tool.with) ? tool.with : {});
-    if (!path) return this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
+    if (!path) {
+      this.leases.hold(f); // the command stays this worker's until its error is reported
+      return this.report(f, cmd, { error: { message: 'playbook tool needs path', code: 'bad_config' } }, 0);
+    }
     try {
       const r = await this.o.client.run({ path, payload, parent_execution_id: cmd.execution_id, parent_queue_id: cmd.queue_id, worker_id: this.workerId, lease_token: cmd.lease_token });
       this.metrics.children.inc();
@@ -692,6 +707,7 @@ export class WorkerRuntime {
       }
       // The server refused (unknown path, invalid payload): the parent step fails with that error.
       const e = err as ApiError;
+      this.leases.hold(f);
       return this.report(f, cmd, { error: { message: `cannot start playbook ${path}: ${e.message}`, status: e.status, code: e.code, ...(e.details !== undefined ? { data: e.details as Json } : {}) } }, 0);
     }
   }

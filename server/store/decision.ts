@@ -29,7 +29,6 @@
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, EngineEvent, ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { InsertedCommand } from './queue.js';
-import { getPath } from '../engine/context.js';
 import { SharedValues, without, withoutPath } from './shared-values.js';
 import { sessionStatement } from '../db.js';
 import type { Queryable } from './sql.js';
@@ -176,7 +175,17 @@ function leaseOf(l: EagerLease | undefined) {
  * and execution_completed (`result`), call.done (`response`), action_completed (`effects.done.result`,
  * and `effects.result` when a case action set the result).
  */
-const RESULT_PATHS = ['result', 'response', 'effects.done.result', 'effects.result'];
+const RESULT_PATHS: ReadonlyArray<readonly string[]> = [['result'], ['response'], ['effects', 'done', 'result'], ['effects', 'result']];
+
+/** The value at `path` in an event's payload (undefined when absent): the write reads four per event. */
+function at(payload: JsonObject | undefined, path: readonly string[]): unknown {
+  let cur: unknown = payload;
+  for (let i = 0; i < path.length; i++) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = Object.prototype.hasOwnProperty.call(cur, path[i]!) ? (cur as Record<string, unknown>)[path[i]!] : undefined;
+  }
+  return cur;
+}
 
 interface StateLike { result?: unknown; steps?: Record<string, StepSummary> }
 
@@ -186,7 +195,7 @@ interface StateLike { result?: unknown; steps?: Record<string, StepSummary> }
  * its steps' results.
  */
 function noteAll(shared: SharedValues, w: DecisionWrite, steps: Record<string, StepSummary>, snap: StateLike | undefined): void {
-  for (const e of w.events) for (const path of RESULT_PATHS) shared.note(getPath(e.payload, path));
+  for (const e of w.events) for (const path of RESULT_PATHS) shared.note(at(e.payload, path));
   shared.note(w.execution.result);
   for (const name in steps) shared.note(steps[name]!.result);
   if (snap) {
@@ -236,9 +245,9 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
     let value_seq: number | null = null;
     // one shared value per event (one value column or jsonb_set); a second one goes inline
     for (const path of RESULT_PATHS) {
-      const idx = shared.ref(getPath(payload, path));
+      const idx = shared.ref(at(payload, path));
       if (idx === undefined) continue;
-      share_path = path.split('.');
+      share_path = path as string[];
       share_idx = idx;
       value_seq = holder.get(idx) ?? null;
       if (value_seq === null) holder.set(idx, seq);
