@@ -10,7 +10,7 @@ import type { Command, Decision, EngineEvent, ExecutionStateView } from '../engi
 import { conflict, gone, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
 import type { ExecutionHooks } from '../services.js';
-import type { CloseStatus, EagerLease } from '../store/decision.js';
+import type { ClaimLease, CloseStatus, EagerLease } from '../store/decision.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
 import { claimedCommand, claimRefusal } from './claimed.js';
@@ -74,6 +74,9 @@ export class DecisionBatch {
   private readonly reserved: string[];
   /** Leases taken for a run of consecutive claims (one UPDATE), by batch index. */
   private readonly leased = new Map<number, QueueRow | null>();
+  /** A speculation: fresh rows' claims leased by the write (Peek.speculative). */
+  private readonly speculative: boolean;
+  private readonly claims: ClaimLease[] = [];
   /**
    * The copies the batch's decisions made of the state's parts (HandleOptions.owned): each decision
    * starts from the previous one's state, so a later one changes them in place.
@@ -88,6 +91,7 @@ export class DecisionBatch {
     this.now = tx.now;
     this.holders = tx.peek.holders;
     this.reserved = [...tx.peek.queueIds];
+    this.speculative = tx.peek.speculative ?? false;
     this.start = tx.state;
     this.state = tx.state;
     this.externalVars = tx.externalVars;
@@ -104,18 +108,48 @@ export class DecisionBatch {
     // (done, failed or cancelled: the end cancelled those still open)
     const closed = this.closes.get(item.commandId) ?? (isTerminal(this.state.status) ? await this.closedStatus(item.queueId) : undefined);
     if (closed) return this.refuse(gone('finished', `queue entry ${item.queueId} is ${closed}`, { status: closed }));
-    if (!this.leased.has(index)) await claimRun(this.client, batch, index, this.closes, this.leased);
+    if (!this.leased.has(index)) {
+      if (this.speculative && item.fresh) this.leaseFresh(batch, index, item.fresh);
+      else await claimRun(this.client, batch, index, this.closes, this.leased);
+    }
     const claimed = this.leased.get(index) ?? null;
     if (!claimed) {
       const row = await queueStore.get(this.client, item.queueId);
       return this.refuse(row ? claimRefusal(row, item.workerId) : notFound(`queue entry ${item.queueId} not found`));
     }
     metrics.commandsClaimed.inc();
+    this.ctx.claimed.push(item.queueId);
     await this.decide({
       name: 'action_started', step: claimed.step, command_id: claimed.command_id,
       payload: { queue_id: item.queueId, worker_id: item.workerId, delivery: claimed.attempts, lease_until: claimed.lease_until!.toISOString() },
     });
     this.outcomes.push({ ok: true, value: this.claimedCommand(claimed) });
+  }
+
+  /**
+   * A speculation's claim of a fresh row: leased as the write will lease it (store/decision.ts
+   * DecisionWrite.claims), first delivery; a second claim of the row in this batch finds it leased.
+   */
+  private leaseFresh(batch: BatchItem[], index: number, command: Command): void {
+    const item = batch[index] as ClaimItem;
+    const taken = this.claims.some((c) => c.queue_id === item.queueId);
+    if (taken) {
+      this.leased.set(index, null);
+      return;
+    }
+    const lease: ClaimLease = { queue_id: item.queueId, worker_id: item.workerId, lease_token: newLeaseToken(), lease_until: new Date(this.now + item.lease * 1000) };
+    this.claims.push(lease);
+    this.leased.set(index, this.heldRow(item.queueId, command, lease));
+  }
+
+  /** The row of a command this batch leases (an eager claim, or a speculative claim of a fresh row), as the write leaves it. */
+  private heldRow(queueId: string, c: Command, lease: { worker_id: string; lease_token: string; lease_until: Date }): QueueRow {
+    const now = new Date(this.now);
+    return {
+      queue_id: queueId, execution_id: this.id, command_id: c.command_id, step: c.step, command: c, status: 'leased', attempts: 1, pool: c.pool ?? DEFAULT_POOL,
+      max_deliveries: c.max_deliveries ?? 3, available_at: now, lease_until: lease.lease_until, worker_id: lease.worker_id, lease_token: lease.lease_token,
+      heartbeat_at: now, published_at: null, created_at: now, finished_at: null,
+    };
   }
 
   /** The status of a row of an ended execution: its own once closed, else cancelled (the end closes it so). */
@@ -145,7 +179,7 @@ export class DecisionBatch {
       return this.outcomes;
     }
     const { row, inserted } = await this.s.writer.write(this.client, this.ctx, this.loaded, {
-      state: this.state, events: this.events, commands: this.commands, closes: this.closes, now: this.now, leases: this.leases,
+      state: this.state, events: this.events, commands: this.commands, closes: this.closes, now: this.now, leases: this.leases, claims: this.claims,
       touched: this.touched ? { from: this.start.steps, names: this.touched } : undefined,
     });
     this.cacheVars();
@@ -224,12 +258,7 @@ export class DecisionBatch {
       this.state = started.state;
       this.leases.set(c.command_id, lease);
       metrics.commandsClaimed.inc();
-      const row: QueueRow = {
-        queue_id: lease.queue_id, execution_id: this.id, command_id: c.command_id, step: c.step, command: c, status: 'leased', attempts: 1, pool: c.pool ?? DEFAULT_POOL,
-        max_deliveries: c.max_deliveries ?? 3, available_at: new Date(now), lease_until: lease.lease_until, worker_id: lease.worker_id, lease_token: lease.lease_token,
-        heartbeat_at: new Date(now), published_at: null, created_at: new Date(now), finished_at: null,
-      };
-      claimed.push(this.claimedCommand(row));
+      claimed.push(this.claimedCommand(this.heldRow(lease.queue_id, c, lease)));
     }
     return claimed;
   }

@@ -16,7 +16,7 @@ import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
 import { canCommitWith } from '../db.js';
-import { writeDecision, type CloseStatus, type EagerLease } from '../store/decision.js';
+import { writeDecision, type ClaimLease, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
 import { changedSteps, touchedSteps } from './steps-diff.js';
@@ -45,6 +45,8 @@ export interface DecisionChanges {
   leases?: Map<number, EagerLease>;
   /** The step names the decisions changed, from the steps map they started with. */
   touched?: { from: Record<string, StepSummary>; names: Iterable<string> };
+  /** Fresh rows a speculation's claims lease (store/decision.ts DecisionWrite.claims). */
+  claims?: ClaimLease[];
 }
 
 /** Nothing was written: the loaded state goes back to the cache at commit (see handOver in service.ts). */
@@ -60,17 +62,17 @@ export class DecisionWriter {
     const id = loaded.row.execution_id;
     if (decision.events.length === 0 && decision.commands.length === 0) {
       keepUnchanged(ctx, loaded);
-      return { decision, recorded: false, inserted: [], row: loaded.row, externalVars };
+      return { decision, recorded: false, inserted: [], row: loaded.row, externalVars, varsWritten: false };
     }
     const closes = new Map<number, CloseStatus>();
-    await this.sideEffects(client, id, decision, closes);
+    const varsWritten = await this.sideEffects(client, id, decision, closes);
     const wasTerminal = isTerminal(loaded.row.status) && !decision.events.some((e) => e.name === 'execution_retried');
     const { row, inserted } = await this.write(client, ctx, loaded, {
       state: decision.state, events: decision.events, commands: decision.commands, closes, now,
       touched: loaded.state && decision.changed_steps ? { from: loaded.state.steps, names: decision.changed_steps } : undefined,
     });
     if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
-    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars };
+    return { decision, recorded: decision.events.length > 0, inserted, row, externalVars, varsWritten };
   }
 
   /**
@@ -117,7 +119,7 @@ export class DecisionWriter {
     const valuesBeside = await this.s.valuesGate.beside();
     const written = await writeDecision(client, {
       executionId: id, firstSeq: loaded.seq + 1, events, commands: c.commands, nowMs: c.now,
-      closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases, valuesBeside,
+      closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases, claims: c.claims, valuesBeside,
       // the same map before and after (REUSE_STEPS): only the engine's names tell what changed
       stepsChanged: touchedSteps(loaded.row.steps, execution.steps, c.touched) ??
         (loaded.row.steps === execution.steps ? undefined : changedSteps(loaded.row.steps, execution.steps)),
@@ -125,8 +127,13 @@ export class DecisionWriter {
     if (written.inserted.length) metrics.commandsIssued.inc(written.inserted.length);
     if (written.cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, written.cancelled);
     for (const q of written.inserted) {
-      if (q.due) ctx.toPublish.push({ queue_id: q.queue_id, execution_id: id, step: q.step, pool: q.pool });
-      ctx.queueRows.push(q);
+      if (!q.due) {
+        ctx.queueRows.push(q);
+        continue;
+      }
+      ctx.toPublish.push({ queue_id: q.queue_id, execution_id: id, step: q.step, pool: q.pool });
+      // the command of a row to be claimed: its first claim may be speculated (QueueRef.fresh)
+      ctx.queueRows.push({ ...q, command: c.commands.find((x) => x.command_id === q.command_id) });
     }
     const row: ExecutionRow = {
       ...loaded.row, status: execution.status, result: execution.result, error: execution.error, steps: execution.steps,

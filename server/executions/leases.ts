@@ -52,7 +52,7 @@ export class Leases {
     // A row this process issued is claimed without that look-up: the group commit refuses it under
     // the lock if it is no longer queued. The lease and its `action_started` are written by the
     // execution's next group commit (see enqueue), with whatever else arrived for it meanwhile.
-    return this.s.enqueue<ClaimedCommand>(ref.execution_id, { kind: 'claim', queueId, commandId: ref.command_id, workerId, lease });
+    return this.s.enqueue<ClaimedCommand>(ref.execution_id, { kind: 'claim', queueId, commandId: ref.command_id, workerId, lease, fresh: ref.fresh });
   }
 
   /** `req` is valid (common/contract HeartbeatRequest, checked at the HTTP edge). */

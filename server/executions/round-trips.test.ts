@@ -3,7 +3,8 @@
  * process sends; a simple query of several statements is one). Each transaction's last statement
  * carries its COMMIT (db.ts CommitRules): a top-level start is BEGIN with the insert (a session
  * statement, EXECUTEd; PREPAREd ahead of it where the connection lacks it), then the
- * write (migration 340's function, its arguments inlined) with COMMIT; a claim under the lock is its prelude, the lease, then the write with
+ * write (migration 340's function, its arguments inlined) with COMMIT; the claim of a row this process
+ * queued is the write leasing it; a claim under the lock is its prelude, the lease, then the write with
  * COMMIT; the step that ends the execution is the write with BEGIN, then the end's statements with
  * COMMIT. What is stored is checked as well: fewer trips, same rows.
  */
@@ -13,6 +14,8 @@ import { recordQueries, type TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import { secretsHooks } from '../secrets/hooks.js';
 import type { PgExecutionService } from './service.js';
+import type { Lru } from './lru.js';
+import type { QueueRef } from './tx-types.js';
 import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
@@ -39,13 +42,14 @@ const sequence = async (name: string) =>
   (await core.db.pool.query<{ v: string | null }>('SELECT last_value::text AS v FROM pg_sequences WHERE sequencename = $1', [name])).rows[0]?.v;
 
 /** Claims the execution's first command (the notifications of earlier tests' executions are dropped). */
-async function claimFirst(executionId: string): Promise<ClaimedCommand> {
+async function claimFirst(executionId: string, beforeClaim?: (queueId: string) => void): Promise<ClaimedCommand> {
   let msg;
   do {
     [msg] = await core.broker.fetch({ max: 1, expiresMs: 2000 });
     expect(msg).toBeDefined();
     msg.ack();
   } while (msg.data.execution_id !== executionId);
+  beforeClaim?.(msg.data.queue_id);
   return core.deps.executions.claim(msg.data.queue_id, { worker_id: 'w1' });
 }
 
@@ -101,9 +105,25 @@ describe('round trips', () => {
     }
   });
 
-  it('a claim under the lock: the prelude, the lease, the write with COMMIT', async () => {
+  it('a claim of a row this process queued, on its cached state: the write with the lease, one round trip', async () => {
     const { execution_id } = await core.deps.executions.start({ path: 'r/chain', payload: {} });
     const { value: cmd, sent: trips } = await sent(() => claimFirst(execution_id));
+    expect(cmd.step).toBe('s1');
+    expect(trips).toEqual(['playflow.write_decision']);
+    expect((await core.db.pool.query('SELECT status, worker_id, attempts FROM queue WHERE execution_id = $1', [execution_id])).rows).toEqual([{ status: 'leased', worker_id: 'w1', attempts: 1 }]);
+    const { rows } = await core.db.pool.query(`SELECT payload FROM event WHERE execution_id = $1 AND name = 'action_started'`, [execution_id]);
+    expect(rows).toEqual([{ payload: { queue_id: cmd.queue_id, worker_id: 'w1', delivery: 1, lease_until: cmd.lease_until } }]);
+    expect((await core.deps.executions.get(execution_id))?.status).toBe('running');
+  });
+
+  it('a claim under the lock: the prelude, the lease, the write with COMMIT', async () => {
+    const { execution_id } = await core.deps.executions.start({ path: 'r/chain', payload: {} });
+    // a row this process knows but did not queue itself (another replica did) is claimed under the lock
+    const known = (core.deps.executions as unknown as { queueRows: Lru<string, QueueRef> }).queueRows;
+    const { value: cmd, sent: trips } = await sent(() => claimFirst(execution_id, (queueId) => {
+      const { fresh: _fresh, ...ref } = known.get(queueId)!;
+      known.set(queueId, ref);
+    }));
     expect(cmd.step).toBe('s1');
     expect(trips).toHaveLength(3);
     expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_lock/);

@@ -113,13 +113,19 @@ const REUSE_STEPS = { reuseSteps: true } as const;
 
 /**
  * The leases a batch's events claim, one per queue row, when the batch can be speculated: events
- * only, each reporting with its lease (worker id and token). Null otherwise, or when two events
- * claim one row with different leases (one of them is refused, which the locked path decides).
+ * each reporting with its lease (worker id and token), and claims of fresh rows (QueueRef.fresh:
+ * the write leases them only if they are still queued and undelivered). Null otherwise, or when
+ * two events claim one row with different leases (one of them is refused, which the locked path
+ * decides).
  */
 function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
   const byRow = new Map<string, GuardedLease>();
   for (const it of batch) {
-    if (it.kind !== 'event' || !it.holder?.workerId || !it.holder.leaseToken) return null;
+    if (it.kind === 'claim') {
+      if (!it.fresh) return null;
+      continue;
+    }
+    if (!it.holder?.workerId || !it.holder.leaseToken) return null;
     const h = { queue_id: it.holder.queueId, worker_id: it.holder.workerId, lease_token: it.holder.leaseToken };
     const seen = byRow.get(h.queue_id);
     if (seen && (seen.worker_id !== h.worker_id || seen.lease_token !== h.lease_token)) return null;
@@ -155,7 +161,7 @@ const notFoundMessage = (req: RunRequest) => req.version ? `playbook '${req.path
  */
 type RunOptions = { retryUniqueChild?: boolean; lastCommits?: boolean } & TxOptions;
 
-const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], terminated: [], cache: new Map() });
+const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], claimed: [], terminated: [], cache: new Map() });
 
 /** Most events and claims of one execution applied in one group-commit transaction. */
 export { MAX_BATCH };
@@ -422,6 +428,9 @@ export class PgExecutionService implements ExecutionService {
     metrics.executions.inc({ status: 'started' });
     // a new (or admitted) execution has no step summaries yet; its row was read without them
     const applied = await this.writer.persist(client, ctx, { row: { ...row, steps: {} }, state: undefined, seq: 0, snapSeq: 0, playbook }, decision, now, externalVars);
+    // the vars it saw go with its cached state, so its first claim can be speculated
+    const entry = ctx.cache.get(row.execution_id);
+    if (entry && !applied.varsWritten) entry.vars = externalVars;
     return applied.inserted.length;
   }
 
@@ -730,7 +739,15 @@ export class PgExecutionService implements ExecutionService {
   /** Right after a commit: the states and queue rows it wrote become this process's cache. */
   private committed(ctx: TxCtx): void {
     for (const [id, entry] of ctx.cache) this.loader.remember(id, entry);
-    for (const r of ctx.queueRows) this.queueRows.set(r.queue_id, { execution_id: r.execution_id, command_id: r.command_id, step: r.step });
+    for (const r of ctx.queueRows) {
+      const ref: QueueRef = { execution_id: r.execution_id, command_id: r.command_id, step: r.step };
+      if (r.command) ref.fresh = r.command;
+      this.queueRows.set(r.queue_id, ref);
+    }
+    for (const q of ctx.claimed) {
+      const ref = this.queueRows.get(q);
+      if (ref?.fresh) this.queueRows.set(q, { execution_id: ref.execution_id, command_id: ref.command_id, step: ref.step });
+    }
   }
 
   private async applyLoaded(client: pg.PoolClient, ctx: TxCtx, loaded: Loaded, event: EngineEvent): Promise<Applied> {
@@ -818,8 +835,10 @@ export class PgExecutionService implements ExecutionService {
    * did not hold: nothing was written, and the caller decides again under the lock (from the log:
    * the engine changed the cached state in place). Such a redo is rare (another replica or a
    * reclaim wrote in between; speculations.redone counts them); the command counters of the
-   * decisions it replaces are not taken back. A batch with a claim (which reads its queue row under
-   * the lock) is not speculated.
+   * decisions it replaces are not taken back. A batch with a claim is speculated only when each
+   * claim is of a fresh row (QueueRef.fresh: queued and due at its insertion by this process, not
+   * claimed since as far as it knows): the write leases those rows if they are still queued and
+   * undelivered, else writes nothing, and the locked path then answers the claims as it would have.
    */
   private async speculate(executionId: string, batch: BatchItem[]): Promise<{ outcomes: ItemOutcome[]; ctx: TxCtx } | null> {
     if (!this.speculation) return null;
@@ -828,13 +847,15 @@ export class PgExecutionService implements ExecutionService {
     const cached = this.loader.stateCache.get(executionId);
     if (!cached?.vars) return null;
     const want = eagerWanted(batch);
-    const reserveNext = idsToReserve(want, cached.queueIds?.length);
+    // a worker reports the command it claims with claim_next: the ids of its eager claim are taken now
+    const claims = batch.reduce((n, it) => n + (it.kind === 'claim' ? 1 : 0), 0);
+    const reserveNext = idsToReserve(want + claims, cached.queueIds?.length);
     // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
     const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
     if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
     cached.queueIds = undefined;
     const peek: Peek = {
-      lastSeq: cached.seq, vars: cached.vars, queueIds,
+      lastSeq: cached.seq, vars: cached.vars, queueIds, speculative: true,
       holders: new Map(holders.map((h) => [h.queue_id, { worker_id: h.worker_id, lease_token: h.lease_token }])),
     };
     const guard = { lastSeq: cached.seq, holders, vars: cached.vars };

@@ -1,7 +1,7 @@
 /**
  * Speculative decisions (service.ts speculate, lazy-tx.ts): workers' call.done events (one, or a
- * group commit of several) on an execution whose state this process wrote last are decided on the
- * cached state and written with BEGIN, the lock and COMMIT in one round trip. The write's guard
+ * group commit of several) and claims of rows this process queued, on an execution whose state this
+ * process wrote last, are decided on the cached state and written in one round trip. The write's guard
  * makes it apply only while the log, every lease reported on and the API vars are what the
  * decision saw; otherwise nothing is written and the events are decided again under the lock. Two
  * cores on one database stand for two replicas.
@@ -111,8 +111,9 @@ describe('speculative decisions', () => {
     // reply must not wait behind them, see lazy-tx.ts finish)
     expect(await lastQueueId(a)).toBe(lastIdBeforeEnd);
     const after = service(a).speculations;
-    // the claim of s1 cached the state with its vars: s1…s5 in one trip each; s6 ends it (opened)
-    expect(after.oneTrip - before.oneTrip).toBe(5);
+    // the start cached the state with its vars: the claim of s1 (a row it queued) and s1…s5 in one
+    // trip each; s6 ends it (opened)
+    expect(after.oneTrip - before.oneTrip).toBe(6);
     expect(after.opened - before.opened).toBe(1);
     expect(after.redone - before.redone).toBe(0);
     expect((await a.deps.executions.get(id))?.status).toBe('completed');
@@ -123,14 +124,14 @@ describe('speculative decisions', () => {
     const before = { ...service(a).speculations };
     const s1 = await started(a);
     const id = s1.execution_id;
-    const s2 = (await done(a, s1))!; // one trip (the claim cached the state)
+    const s2 = (await done(a, s1))!; // one trip, as the claim was
     const s3 = (await done(b, s2))!; // b writes: a's cache is one decision behind
     // a decides on its stale cache (where s3 was never issued: nothing to write), then again under the lock
     const s4 = (await done(a, s3))!;
     expect([s2.step, s3.step, s4.step]).toEqual(['s2', 's3', 's4']);
     expect(service(a).speculations.redone - before.redone).toBe(1);
     const s5 = (await done(a, s4))!; // cached again: one trip
-    expect(service(a).speculations.oneTrip - before.oneTrip).toBe(2);
+    expect(service(a).speculations.oneTrip - before.oneTrip).toBe(3); // the claim, s2 and s5
     expect(await done(a, s5)).toMatchObject({ step: 's6' });
     await consistent(a, id);
   });
@@ -164,6 +165,31 @@ describe('speculative decisions', () => {
     const { rows: [{ n: eventsAfter }] } = await a.db.pool.query('SELECT count(*)::int AS n FROM event WHERE execution_id = $1', [id]);
     expect(eventsAfter).toBe(eventsBefore);
     await consistent(a, id);
+  });
+
+  it('claim a row this process queued in one round trip; another replica claiming it first gets it, and this claim is refused as under the lock', async () => {
+    const { execution_id: id } = await a.deps.executions.start({ path: 's/chain', payload: {} });
+    const [msg] = await a.broker.fetch({ max: 1, expiresMs: 2000 });
+    msg.ack();
+    const before = { ...service(a).speculations };
+    // b did not queue the row: it claims under the lock, first
+    const theirs = await b.deps.executions.claim(msg.data.queue_id, { worker_id: 'w-b' });
+    await expect(a.deps.executions.claim(msg.data.queue_id, { worker_id: 'w-a' })).rejects.toMatchObject({ statusCode: 409, code: 'already_claimed' });
+    expect(service(a).speculations.redone - before.redone).toBe(1);
+    const { rows } = await a.db.pool.query('SELECT status, worker_id, attempts FROM queue WHERE queue_id = $1', [msg.data.queue_id]);
+    expect(rows).toEqual([{ status: 'leased', worker_id: 'w-b', attempts: 1 }]);
+    const started = await a.db.pool.query(`SELECT payload->>'worker_id' AS w FROM event WHERE execution_id = $1 AND name = 'action_started'`, [id]);
+    expect(started.rows).toEqual([{ w: 'w-b' }]);
+    expect(await done(b, theirs)).toMatchObject({ step: 's2' });
+    await consistent(a, id);
+
+    // a row of a cancelled execution: the speculation sees the log moved on, the claim is refused 410
+    const { execution_id: other } = await a.deps.executions.start({ path: 's/chain', payload: {} });
+    const [m2] = await a.broker.fetch({ max: 1, expiresMs: 2000 });
+    m2.ack();
+    await b.deps.executions.cancel(other);
+    await expect(a.deps.executions.claim(m2.data.queue_id, { worker_id: 'w-a' })).rejects.toMatchObject({ statusCode: 410 });
+    await consistent(a, other);
   });
 
   it('see API vars set since the cache: the next command carries them', async () => {
@@ -246,9 +272,10 @@ describe('speculative decisions', () => {
       expect(cmds).toHaveLength(4);
       return sent.filter((q) => q === 'playflow.take_queue_ids').length;
     };
-    // the claims cached the state without ids: both batches of the first round take theirs in a round trip
-    expect(await round()).toBe(2);
-    // from then on a one-item batch keeps the execution's larger reservation for the next
+    // the claims (speculated: rows this process queued) took the ids of their workers' next eager
+    // claims with their writes: no batch takes its ids in a round trip of its own, and from then on a
+    // one-item batch keeps the execution's larger reservation for the next
+    expect(await round()).toBe(0);
     expect(await round()).toBe(0);
     expect(await round()).toBe(0);
     expect(ex.speculations.redone - redone).toBe(0);

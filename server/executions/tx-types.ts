@@ -1,15 +1,17 @@
 /** The execution service's internal shapes: a transaction's context, a loaded execution, the group commit's items. */
 import type { ClaimedCommand } from '../../common/protocol.js';
 import type { JsonObject, Playbook } from '../../playbook/types.js';
-import type { Decision, EngineEvent, ExecutionStateView } from '../engine/contract.js';
+import type { Command, Decision, EngineEvent, ExecutionStateView } from '../engine/contract.js';
 import type { ExecutionRow } from '../store/executions.js';
 import type * as queueStore from '../store/queue.js';
 import type { OutboxItem } from './outbox.js';
 
 export interface TxCtx {
   toPublish: OutboxItem[];
-  /** Queue rows inserted (their ids are remembered once the transaction committed). */
-  queueRows: queueStore.InsertedCommand[];
+  /** Queue rows inserted (their ids are remembered once the transaction committed), with the command of each one queued due. */
+  queueRows: Array<queueStore.InsertedCommand & { command?: Command }>;
+  /** Queue rows a claim of this transaction leased (no longer fresh, see QueueRef). */
+  claimed: string[];
   /** States to put in the process cache once the transaction committed. */
   cache: Map<string, CachedState>;
   /**
@@ -43,6 +45,12 @@ export interface QueueRef {
   execution_id: string;
   command_id: number;
   step: string;
+  /**
+   * The command of a row this process inserted queued and due that it has not seen claimed since:
+   * its first claim may be speculated (service.ts `speculate`); the write leases the row only if it
+   * is still queued and undelivered.
+   */
+  fresh?: Command;
 }
 
 export interface Loaded {
@@ -60,12 +68,14 @@ export interface Applied {
   inserted: queueStore.InsertedCommand[];
   row: ExecutionRow;
   externalVars: JsonObject;
+  /** The decision wrote vars (through the hooks): the vars it was made with are no longer current. */
+  varsWritten: boolean;
 }
 
 /** What one caller of the group commit waits for. */
 export type BatchRequest =
   | { kind: 'event'; event: EngineEvent; claimNext?: EagerClaim; holder?: LeaseHolder }
-  | { kind: 'claim'; queueId: string; commandId: number; workerId: string; lease: number };
+  | { kind: 'claim'; queueId: string; commandId: number; workerId: string; lease: number; fresh?: Command };
 /** Who reports a call.done: checked against the queue row's lease under the execution lock. */
 export interface LeaseHolder { queueId: string; workerId: string | null; leaseToken: string | null }
 export type BatchItem = BatchRequest & { resolve: (v: any) => void; reject: (e: unknown) => void };
@@ -78,5 +88,12 @@ export interface EagerClaim { workerId: string; lease: number; max: number; pool
  * What BEGIN brought back (see prelude): the log's last seq, the API vars when the hooks can send
  * their query with it, and queue ids reserved for eager claims.
  */
-export interface Peek { lastSeq: number; vars?: JsonObject; queueIds: string[]; holders: Map<string, { worker_id: string | null; lease_token: string | null }> }
+export interface Peek {
+  lastSeq: number;
+  vars?: JsonObject;
+  queueIds: string[];
+  holders: Map<string, { worker_id: string | null; lease_token: string | null }>;
+  /** A speculation: claims of fresh rows are leased by the write (DecisionBatch.claim), not before it. */
+  speculative?: boolean;
+}
 export type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };

@@ -35,6 +35,14 @@ import type { Queryable } from './sql.js';
 
 export type CloseStatus = 'done' | 'failed' | 'cancelled';
 
+/** A fresh queue row (queued, never delivered) a speculative claim leases in the write. */
+export interface ClaimLease {
+  queue_id: string;
+  worker_id: string;
+  lease_token: string;
+  lease_until: Date;
+}
+
 /** A new command leased to a worker as it is inserted (eager dispatch), under a reserved queue id. */
 export interface EagerLease {
   queue_id: string;
@@ -67,6 +75,11 @@ export interface DecisionWrite {
   /** New commands inserted leased (attempt 1) instead of queued, by command id. */
   leases?: Map<number, EagerLease>;
   /**
+   * Rows a speculation claims: leased (attempt 1) only if each is still queued, due and never
+   * delivered; if one is not, nothing is written (`current` false), as for a stale guard.
+   */
+  claims?: ClaimLease[];
+  /**
    * Store shared values beside the documents (migration 280) instead of inside them; only while
    * every live server reads that layout (server/executions/values-gate.ts). Default false.
    */
@@ -92,9 +105,9 @@ export interface DecisionWritten {
  * snapshot seq and state (NULL: not due); whether the summaries are only the changed ones; the
  * shared values (store/shared-values.ts), the result's and the summaries' indexes in it, the
  * snapshot's; whether shared values go beside (migration 280); the guard's last seq (NULL: not a
- * speculation), holders and API vars; queue ids to reserve.
+ * speculation), holders and API vars; queue ids to reserve; fresh rows to lease (speculative claims).
  */
-export const WRITE_DECISION_SQL = 'SELECT current, updated_at, finished_at, inserted, cancelled, reserved FROM playflow_write_decision($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)';
+export const WRITE_DECISION_SQL = 'SELECT current, updated_at, finished_at, inserted, cancelled, reserved FROM playflow_write_decision($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)';
 
 /** The same call with its arguments inlined as SQL literals (a transaction sent in one simple query). */
 export function writeDecisionSql(literals: readonly string[]): string {
@@ -292,6 +305,7 @@ export async function writeDecision(q: Queryable, w: DecisionWrite): Promise<Dec
       shared.param(), resultIdx ?? null, JSON.stringify(stepShares), JSON.stringify(snap?.values ?? {}), beside,
       null, null, null, // the guard ($18..$20): not a speculation, unless lazy-tx.ts fills it in
       0, // queue ids to reserve ($21): lazy-tx.ts asks for them
+      JSON.stringify((w.claims ?? []).map((c) => ({ ...c, lease_until: c.lease_until.toISOString() }))),
     ],
   });
   const r = rows[0];

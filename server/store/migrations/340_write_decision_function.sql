@@ -17,21 +17,29 @@
 -- nothing either (updated_at is NULL): the events, queue rows and summaries have no foreign key to
 -- it (migration 290), and its row lock, taken first, holds off a concurrent delete.
 -- Whether what a speculative decision was made from is still current: the log's last seq, every
--- lease its events report on (p_holders: [{queue_id, worker_id, lease_token}], each joined to its
--- row by primary key: a correlated NOT EXISTS with `status = 'leased'` among its conditions was
--- planned as a scan of the partial index queue_leased_worker, whose entries for the rows closed
--- since the last vacuum all point at dead tuples) and the API vars (store/vars.ts API_VAR_ROW).
--- Called after the execution lock, from a statement of its own.
+-- lease its events report on (p_holders: [{queue_id, worker_id, lease_token}]) and the API vars
+-- (store/vars.ts API_VAR_ROW). Called after the execution lock, from a statement of its own.
+--
+-- Each holder's row is read by its primary key, one at a time: joined to the queue in one
+-- statement, the planner (which takes jsonb_to_recordset for a hundred rows) chose a hash join over
+-- a scan of the whole queue, or a scan of the partial index queue_leased_worker, whose entries for
+-- the rows closed since the last vacuum all point at dead tuples; either grows with the table.
 CREATE FUNCTION playflow_decision_current(p_execution_id bigint, p_last_seq integer, p_holders jsonb, p_vars jsonb)
 RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+  h record;
 BEGIN
   -- PL/pgSQL, not SQL: a SQL function called from another is planned again on every call
-  RETURN (SELECT COALESCE(max(e.seq), 0) FROM event e WHERE e.execution_id = p_execution_id) = p_last_seq
-     AND NOT EXISTS (SELECT 1 FROM jsonb_to_recordset(p_holders) AS h(queue_id bigint, worker_id text, lease_token text)
-                       LEFT JOIN queue q ON q.queue_id = h.queue_id
-                      WHERE q.queue_id IS NULL OR q.status <> 'leased' OR q.worker_id IS DISTINCT FROM h.worker_id
-                         OR q.lease_token IS DISTINCT FROM h.lease_token)
-     AND (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
+  IF (SELECT COALESCE(max(e.seq), 0) FROM event e WHERE e.execution_id = p_execution_id) <> p_last_seq THEN
+    RETURN false;
+  END IF;
+  FOR h IN SELECT * FROM jsonb_to_recordset(p_holders) AS x(queue_id bigint, worker_id text, lease_token text) LOOP
+    PERFORM 1 FROM queue q WHERE q.queue_id = h.queue_id AND q.status = 'leased' AND q.worker_id = h.worker_id AND q.lease_token = h.lease_token;
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+  END LOOP;
+  RETURN (SELECT COALESCE(jsonb_object_agg(var_name, var_value), '{}'::jsonb) FROM vars
            WHERE vars.execution_id = p_execution_id AND (var_type <> 'step_result' OR written_by = 'api')) = p_vars;
 END
 $fn$;
@@ -41,7 +49,7 @@ CREATE FUNCTION playflow_write_decision(
   p_status text, p_result jsonb, p_error jsonb, p_steps jsonb, p_terminal boolean,
   p_snapshot_seq integer, p_snapshot jsonb, p_steps_changed boolean,
   p_shared jsonb, p_result_idx integer, p_step_shares jsonb, p_snapshot_values jsonb, p_beside boolean,
-  p_last_seq integer, p_holders jsonb, p_vars jsonb, p_reserve integer)
+  p_last_seq integer, p_holders jsonb, p_vars jsonb, p_reserve integer, p_claims jsonb)
 RETURNS TABLE (current boolean, updated_at timestamptz, finished_at timestamptz, inserted jsonb, cancelled bigint, reserved text[])
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
@@ -50,12 +58,30 @@ DECLARE
   v_inserted jsonb;
   v_cancelled bigint;
   v_closed bigint;
+  v_claim record;
 BEGIN
   PERFORM pg_advisory_xact_lock(p_execution_id);
   IF p_last_seq IS NOT NULL AND NOT playflow_decision_current(p_execution_id, p_last_seq, p_holders, p_vars) THEN
     RETURN QUERY SELECT false, NULL::timestamptz, NULL::timestamptz, '[]'::jsonb, 0::bigint, ARRAY[]::text[];
     RETURN;
   END IF;
+
+  -- a speculation's claims (p_claims: [{queue_id, worker_id, lease_token, lease_until}]) lease rows
+  -- that are still queued, due and never delivered, all of them or none (each by its primary key,
+  -- as the guard reads its holders); under the lock no other claim or close of this execution's
+  -- rows runs, so what is checked first is what is updated
+  FOR v_claim IN SELECT * FROM jsonb_to_recordset(p_claims) AS x(queue_id bigint, worker_id text, lease_token text, lease_until timestamptz) LOOP
+    PERFORM 1 FROM queue q WHERE q.queue_id = v_claim.queue_id AND q.execution_id = p_execution_id AND q.status = 'queued' AND q.attempts = 0 AND q.available_at <= now();
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT false, NULL::timestamptz, NULL::timestamptz, '[]'::jsonb, 0::bigint, ARRAY[]::text[];
+      RETURN;
+    END IF;
+  END LOOP;
+  FOR v_claim IN SELECT * FROM jsonb_to_recordset(p_claims) AS x(queue_id bigint, worker_id text, lease_token text, lease_until timestamptz) LOOP
+    UPDATE queue q SET status = 'leased', attempts = 1, worker_id = v_claim.worker_id, lease_token = v_claim.lease_token,
+                       lease_until = v_claim.lease_until, heartbeat_at = now()
+     WHERE q.queue_id = v_claim.queue_id;
+  END LOOP;
 
   UPDATE execution x
      SET status = p_status, result = COALESCE(p_shared -> p_result_idx, p_result), error = p_error, updated_at = now(),
