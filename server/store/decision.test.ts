@@ -3,7 +3,7 @@
  * speculation's guard, a missing execution, the queue ids it reserves, and the guard's predicates.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import { bareExecution, migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
 import type { ClosableDb } from '../db.js';
 import type { Command, EngineEvent } from '../engine/contract.js';
 import { guardedValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_SQL, writeDecision, type DecisionWrite } from './decision.js';
@@ -17,11 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-async function execution(): Promise<string> {
-  const { rows: [cat] } = await db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/' || gen_random_uuid(), 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
-  const { rows: [x] } = await db.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 't/x', 1, 0) RETURNING execution_id::text AS id`, [cat.id]);
-  return x.id;
-}
+const execution = () => bareExecution(db);
 
 const command = (id: number, step: string): Command => ({ command_id: id, step, tool: { kind: 'python', code: 'result = 1' }, args: {}, attempt: 1, available_at: 0, max_deliveries: 3 });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import { bareExecution, migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
 import type { ClosableDb } from '../db.js';
 import { loadSnapshot } from './events.js';
 
@@ -11,11 +11,7 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-async function execution(): Promise<string> {
-  const { rows: [cat] } = await db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/' || gen_random_uuid(), 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
-  const { rows: [x] } = await db.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 't/x', 1, 0) RETURNING execution_id::text AS id`, [cat.id]);
-  return x.id;
-}
+const execution = () => bareExecution(db);
 
 describe('loadSnapshot', () => {
   it('the newer snapshot wins, whichever layout holds it; at the same seq the current layout, with its values put back', async () => {

@@ -20,3 +20,10 @@ export async function migratedDb(prefix: string, max = 2): Promise<MigratedDb> {
     },
   };
 }
+
+/** An execution row (and the catalog row it needs) with nothing else: for tests of the store's statements. */
+export async function bareExecution(db: ClosableDb): Promise<string> {
+  const { rows: [cat] } = await db.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('t/' || gen_random_uuid(), 1, '', '{}', 'h') RETURNING catalog_id::text AS id`);
+  const { rows: [x] } = await db.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 't/x', 1, 0) RETURNING execution_id::text AS id`, [cat.id]);
+  return x.id;
+}
