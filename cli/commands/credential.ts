@@ -17,7 +17,7 @@
 import type { Command } from 'commander';
 import type { JsonObject } from '../../playbook/types.js';
 import type { CredentialMeta, CredentialWithData } from '../../client/secrets.js';
-import { CREDENTIAL_TYPES } from '../../common/secrets.js';
+import { CREDENTIAL_TYPES } from '../../common/contract/secret-kinds.js';
 import { fields, indent, table, toJson } from '../output.js';
 import { action, apiOptions, CliError, parseJsonObject, printBody, println, secretsClientFrom, type ApiOptions, wholeNumber } from './common.js';
 

@@ -12,14 +12,10 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import type { HookList, HookView } from '../../common/contract/hooks.js';
 import { fields, table } from '../output.js';
 import { action, apiOptions, clientFrom, CliError, fileErrorReason, parseJsonObject, printBody, println, type ApiOptions, wholeNumber } from './common.js';
 
-interface HookView {
-  hook_id: string;
-  name: string; path: string; version: number | null; filter: string | null; insecure: boolean; secret_set: boolean; url: string;
-  created_at: string; updated_at: string;
-}
 
 interface SecretOptions { secretEnv?: string; secretFile?: string }
 
@@ -71,7 +67,7 @@ export function register(program: Command): void {
 
   apiOptions(hook.command('list').description('List webhook triggers').option('--path <path>', 'only those of this playbook path'))
     .action(action(async (opts: ApiOptions & { path?: string }) => {
-      const res = await clientFrom(opts).request<{ hooks: HookView[]; count: number }>('GET', '/api/hooks', { query: { path: opts.path } });
+      const res = await clientFrom(opts).request<HookList>('GET', '/api/hooks', { query: { path: opts.path } });
       if (printBody(opts, res)) return;
       process.stdout.write(table(['name', 'playbook', 'version', 'signed', 'filter'],
         res.hooks.map((h) => [h.name, h.path, h.version, h.insecure ? 'no' : 'yes', h.filter]), 'No hooks.'));

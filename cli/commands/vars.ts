@@ -17,7 +17,7 @@ import { brief, fields, indent, table, toJson } from '../output.js';
 import { action, apiOptions, CliError, printBody, println, secretsClientFrom, type ApiOptions } from './common.js';
 import { parseLiteral } from './credential.js';
 import { checkId } from './execution.js';
-import { VAR_TYPES } from '../../common/secrets.js';
+import { VAR_TYPES } from '../../common/contract/secret-kinds.js';
 
 /** JSON when it parses, else the string itself. */
 export function parseVarValue(text: string): Json {

@@ -8,6 +8,8 @@ import { catalogSchemas } from './catalog.js';
 import { executionSchemas } from './execution.js';
 import { platformSchemas } from './platform.js';
 import { queueSchemas } from './queue.js';
+import { secretsSchemas } from './secrets.js';
+import { hookSchemas } from './hooks.js';
 import { workerSchemas } from './worker.js';
 
 export * from './common.js';
@@ -17,5 +19,7 @@ export * from './catalog.js';
 export * from './queue.js';
 export * from './schedule.js';
 export * from './platform.js';
+export * from './secrets.js';
+export * from './hooks.js';
 
-export const contractSchemas = [ErrorBody, StatusOk, ...catalogSchemas, ...executionSchemas, ...workerSchemas, ...queueSchemas, ...platformSchemas];
+export const contractSchemas = [ErrorBody, StatusOk, ...catalogSchemas, ...executionSchemas, ...workerSchemas, ...queueSchemas, ...platformSchemas, ...secretsSchemas, ...hookSchemas];

@@ -20,59 +20,17 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
-import { errors, idParam } from './schemas.js';
+import {
+  CredentialDeleted, CredentialGetQuery, CredentialList, CredentialListQuery, CredentialMeta, CredentialRead, CredentialUpsertBody,
+  CredentialValidationFailed, CredentialWithData, Ref, Type,
+} from '../../common/contract/index.js';
+import { errors } from './schemas.js';
 import { parseOwnerRef } from '../ownership.js';
 import type { AppPlugin } from './context.js';
-import { safeName } from './support.js';
 import { badRequest } from '../errors.js';
-import { CREDENTIAL_TYPES, CredentialValidationError, type CredentialService, type LeaseProof } from '../secrets/credentials.js';
+import { CredentialValidationError, type CredentialService, type LeaseProof } from '../secrets/credentials.js';
 
-const jsonObject = { type: 'object', additionalProperties: true };
-const schemaDef = {
-  type: 'object',
-  description: 'Validation schema for data: fields (allowed), required, types (field → string|integer|boolean|number|array|object), description',
-  additionalProperties: true,
-  properties: {
-    fields: { type: 'array', items: { type: 'string' } },
-    required: { type: 'array', items: { type: 'string' } },
-    types: { type: 'object', additionalProperties: { type: 'string' } },
-    description: { type: 'string' },
-  },
-};
-const scopeSchema = {
-  type: ['object', 'null'],
-  description: 'Playbooks allowed to use the credential: paths (globs: ** any, * within a segment, ? one character) and/or namespaces of the owning resource; null = every playbook',
-  additionalProperties: false,
-  properties: {
-    paths: { type: 'array', items: { type: 'string' } },
-    namespaces: { type: 'array', items: { type: 'string' } },
-  },
-};
-const meta = {
-  type: 'object',
-  properties: {
-    id: { type: 'integer' },
-    name: { type: 'string' },
-    type: { type: 'string' },
-    description: { type: ['string', 'null'] },
-    tags: { type: 'array', items: { type: 'string' } },
-    meta: jsonObject,
-    schema: { ...jsonObject, nullable: true },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-    owner: { $ref: 'ResourceOwner#' },
-    scope: scopeSchema,
-  },
-};
-const validationFailed = {
-  type: 'object',
-  description: 'Bad input; schema validation failures carry message "Credential validation failed" and errors[]',
-  properties: {
-    error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} } },
-    message: { type: 'string' },
-    errors: { type: 'array', items: { type: 'string' } },
-  },
-};
+const identifierParams = Type.Object({ identifier: Type.String() });
 
 /** Headers of the credential read path naming the command a worker runs (client/secrets.ts sends them). */
 export const LEASE_HEADERS = { queue_id: 'x-playflow-queue-id', worker_id: 'x-playflow-worker-id', lease_token: 'x-playflow-lease-token' } as const;
@@ -98,30 +56,12 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
   if (!svc) return;
   const tags = ['credentials'];
 
-  app.post<{ Body: Record<string, unknown> }>('/api/credentials', {
+  app.post<{ Body: CredentialUpsertBody }>('/api/credentials', {
     schema: {
       tags,
       summary: 'Create or update a credential by name (data is encrypted at rest)',
-      body: {
-        type: 'object',
-        required: ['name', 'type', 'data'],
-        properties: {
-          name: safeName,
-          type: { type: 'string', enum: [...CREDENTIAL_TYPES] },
-          description: { type: 'string' },
-          data: jsonObject,
-          schema: schemaDef,
-          meta: jsonObject,
-          tags: { type: 'array', items: { type: 'string' } },
-          owner: { $ref: 'ResourceOwner#' },
-          scope: scopeSchema,
-          adopt: {
-            type: 'boolean',
-            description: 'with owner: also claim a credential without owner whose meta says this resource stored it (source kubernetes, namespace, resource): upgrade adoption',
-          },
-        },
-      },
-      response: { 200: meta, 201: meta, 400: validationFailed, ...errors(409) },
+      body: CredentialUpsertBody,
+      response: { 200: Ref(CredentialMeta), 201: Ref(CredentialMeta), 400: Ref(CredentialValidationFailed), ...errors(409) },
     },
   }, async (req, reply) => {
     try {
@@ -133,59 +73,24 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
     }
   });
 
-  app.get<{ Querystring: { type?: string; tag?: string; q?: string; limit?: number; offset?: number } }>('/api/credentials', {
+  app.get<{ Querystring: CredentialListQuery }>('/api/credentials', {
     schema: {
       tags,
       summary: 'List credentials (metadata only, never data)',
-      querystring: {
-        type: 'object',
-        properties: {
-          type: { type: 'string' },
-          tag: { type: 'string' },
-          q: { type: 'string', description: 'text search on name and description' },
-          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
-          offset: { type: 'integer', minimum: 0, maximum: 2147483647, default: 0 },
-        },
-      },
-      response: {
-        200: { type: 'object', properties: { credentials: { type: 'array', items: meta }, count: { type: 'integer' }, total: { type: 'integer' }, limit: { type: 'integer' }, offset: { type: 'integer' } } },
-      },
+      querystring: CredentialListQuery,
+      response: { 200: Ref(CredentialList) },
     },
   }, async (req) => svc.list(req.query));
 
-  app.get<{ Params: { identifier: string }; Querystring: { include_data?: boolean; execution_id?: string; parent_execution_id?: string } }>(
+  app.get<{ Params: { identifier: string }; Querystring: CredentialGetQuery }>(
     '/api/credentials/:identifier',
     {
       schema: {
         tags,
         summary: 'One credential by name (or by id when no credential has that name); decrypted data only with include_data=true',
-        params: { type: 'object', properties: { identifier: { type: 'string' } } },
-        querystring: {
-          type: 'object',
-          properties: {
-            include_data: { type: 'boolean', default: false },
-            execution_id: idParam,
-            parent_execution_id: idParam,
-          },
-        },
-        response: {
-          200: {
-            type: 'object',
-            properties: {
-              ...meta.properties,
-              data: jsonObject,
-              cache: {
-                type: 'object',
-                properties: {
-                  cache_key: { type: 'string' }, cache_type: { type: 'string' }, scope_type: { type: 'string' },
-                  execution_id: { type: ['string', 'null'] }, access_count: { type: 'integer' },
-                  expires_at: { type: 'string' }, accessed_at: { type: 'string' },
-                },
-              },
-            },
-          },
-          ...errors(400, 403, 404),
-        },
+        params: identifierParams,
+        querystring: CredentialGetQuery,
+        response: { 200: Ref(CredentialWithData), ...errors(400, 403, 404) },
       },
     },
     async (req) => svc.get(req.params.identifier, req.query),
@@ -195,12 +100,12 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
     schema: {
       tags,
       summary: 'Delete a credential by name (or by id when no credential has that name)',
-      params: { type: 'object', properties: { identifier: { type: 'string' } } },
+      params: identifierParams,
       querystring: {
         type: 'object',
         properties: { owner: { type: 'string', description: 'Kind/namespace/name: delete only when this resource owns it (409 otherwise)' } },
       },
-      response: { 200: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, deleted: { type: 'boolean' } } } , ...errors(400, 404, 409) },
+      response: { 200: Ref(CredentialDeleted), ...errors(400, 404, 409) },
     },
   }, async (req) => svc.remove(req.params.identifier, parseOwnerRef(req.query.owner)));
 
@@ -211,7 +116,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
       description: 'A worker sends the command it runs: x-playflow-queue-id, x-playflow-worker-id and x-playflow-lease-token '
         + '(409 not_lease_holder unless it holds that lease; 403 credential_not_allowed when the playbook is outside the credential\'s scope). '
         + 'A scoped credential is served only with them (403 credential_scoped).',
-      params: { type: 'object', properties: { credential_key: { type: 'string' } } },
+      params: Type.Object({ credential_key: Type.String() }),
       headers: {
         type: 'object',
         properties: {
@@ -220,20 +125,7 @@ export async function credentialsPlugin(app: FastifyInstance, opts: CredentialsP
           [LEASE_HEADERS.lease_token]: { type: 'string', minLength: 1, maxLength: 200 },
         },
       },
-      response: {
-        200: {
-          type: 'object',
-          properties: {
-            credential_id: { type: 'integer' },
-            credential_key: { type: 'string' },
-            credential_type: { type: 'string' },
-            data: jsonObject,
-            created_at: { type: 'string' },
-            updated_at: { type: 'string' },
-          },
-        },
-        ...errors(400, 403, 404, 409),
-      },
+      response: { 200: Ref(CredentialRead), ...errors(400, 403, 404, 409) },
     },
   }, async (req) => svc.read(req.params.credential_key, leaseProof(req.headers)));
 }

@@ -12,22 +12,15 @@
  *   401 bad_signature (nothing stored); 404 unknown hook.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { HookSpec } from '../hooks/service.js';
+import {
+  HookDeleted, HookDeliveryBody, HookDeliveryHeaders, HookList, HookListQuery, HookNotStarted, HookParams, HookSpec, HookStarted, HookView, Ref,
+} from '../../common/contract/index.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppPlugin } from './context.js';
-import { errors, jsonObject } from './schemas.js';
+import { errors } from './schemas.js';
 import { routeSchema } from './support.js';
 
 const TAG = 'hooks';
-const nameParams = { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 253 } } } as const;
-const hookView = {
-  type: 'object',
-  properties: {
-    hook_id: { type: 'string' }, name: { type: 'string' }, path: { type: 'string' }, version: { type: ['integer', 'null'] }, filter: { type: ['string', 'null'] },
-    insecure: { type: 'boolean' }, secret_set: { type: 'boolean' }, url: { type: 'string' },
-    created_at: { type: 'string' }, updated_at: { type: 'string' },
-  },
-} as const;
 
 /** The raw bytes of a delivery, kept beside the parsed body: the signature covers exactly them. */
 const rawBodies = new WeakMap<FastifyRequest, Buffer>();
@@ -38,31 +31,20 @@ export async function hookRoutes(app: FastifyInstance, { deps }: AppContext) {
 
   app.get<{ Querystring: { path?: string } }>('/api/hooks', {
     schema: routeSchema(TAG, 'List webhook triggers', {
-      querystring: { type: 'object', properties: { path: { type: 'string' } } },
-      response: { 200: { type: 'object', properties: { hooks: { type: 'array', items: hookView }, count: { type: 'integer' } } }, ...errors(400) },
+      querystring: HookListQuery,
+      response: { 200: Ref(HookList), ...errors(400) },
     }),
   }, async (req) => svc.list(req.query.path || undefined));
 
   app.get<{ Params: { name: string } }>('/api/hooks/:name', {
-    schema: routeSchema(TAG, 'A webhook trigger (its secret is write-only)', { params: nameParams, response: { 200: hookView, ...errors(400, 404) } }),
+    schema: routeSchema(TAG, 'A webhook trigger (its secret is write-only)', { params: HookParams, response: { 200: Ref(HookView), ...errors(400, 404) } }),
   }, async (req) => svc.get(req.params.name));
 
   app.put<{ Params: { name: string }; Body: HookSpec }>('/api/hooks/:name', {
     schema: routeSchema(TAG, 'Create or replace a webhook trigger', {
-      params: nameParams,
-      body: {
-        type: 'object',
-        required: ['path'],
-        additionalProperties: false,
-        properties: {
-          path: { type: 'string', minLength: 1, description: 'catalog path of the playbook a delivery starts' },
-          version: { type: ['integer', 'null'], minimum: 1, description: 'pinned version; null: the latest at each delivery' },
-          filter: { type: ['string', 'null'], description: "condition on the delivery (`body`, `headers`), the language of `when:`; false: nothing starts" },
-          secret: { type: 'string', minLength: 16, maxLength: 1024, description: 'HMAC-SHA256 key of X-Hub-Signature-256; write-only; omitted on a replace: kept' },
-          insecure: { type: 'boolean', description: 'accept unsigned deliveries (no secret); refused otherwise' },
-        },
-      },
-      response: { 200: hookView, 201: hookView, ...errors(400) },
+      params: HookParams,
+      body: HookSpec,
+      response: { 200: Ref(HookView), 201: Ref(HookView), ...errors(400) },
     }),
   }, async (req, reply) => {
     const { hook, created } = await svc.put(req.params.name, req.body);
@@ -71,8 +53,8 @@ export async function hookRoutes(app: FastifyInstance, { deps }: AppContext) {
 
   app.delete<{ Params: { name: string } }>('/api/hooks/:name', {
     schema: routeSchema(TAG, 'Delete a webhook trigger', {
-      params: nameParams,
-      response: { 200: { type: 'object', properties: { name: { type: 'string' }, deleted: { type: 'boolean' } } }, ...errors(400, 404) },
+      params: HookParams,
+      response: { 200: Ref(HookDeleted), ...errors(400, 404) },
     }),
   }, async (req) => {
     await svc.remove(req.params.name);
@@ -99,19 +81,12 @@ export async function hookRoutes(app: FastifyInstance, { deps }: AppContext) {
       schema: routeSchema(TAG, 'Deliver an event: starts the playbook with the JSON body as payload (signed with X-Hub-Signature-256)', {
         // no bearer token: the signature authenticates a delivery
         security: [],
-        params: nameParams,
-        body: jsonObject,
-        headers: {
-          type: 'object',
-          properties: {
-            'x-hub-signature-256': { type: 'string', description: 'sha256=<hex HMAC-SHA256 of the raw body with the secret>' },
-            'x-idempotency-key': { type: 'string', maxLength: 150, description: 'delivery id: a repeat answers the first execution' },
-            'x-github-delivery': { type: 'string', maxLength: 150, description: 'delivery id (GitHub)' },
-          },
-        },
+        params: HookParams,
+        body: HookDeliveryBody,
+        headers: HookDeliveryHeaders,
         response: {
-          200: { type: 'object', properties: { started: { type: 'boolean' }, hook: { type: 'string' }, reason: { type: 'string' }, execution_id: { type: 'string' } } },
-          202: { type: 'object', properties: { started: { type: 'boolean' }, hook: { type: 'string' }, execution_id: { type: 'string' }, path: { type: 'string' }, version: { type: 'integer' } } },
+          200: Ref(HookNotStarted),
+          202: Ref(HookStarted),
           ...errors(400, 401, 404),
         },
       }),

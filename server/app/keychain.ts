@@ -12,45 +12,21 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
-import { errors, idInput, idParam } from './schemas.js';
-import { safeName } from './support.js';
+import {
+  KeychainCatalogList, KeychainDeleteResponse, KeychainGet, KeychainParams, KeychainScopeQuery, KeychainSetBody, KeychainSetResponse, Ref, Type,
+} from '../../common/contract/index.js';
+import { errors } from './schemas.js';
 import { notFound } from '../errors.js';
 import type { CatalogService } from '../services.js';
 import { parseId } from '../store/sql.js';
 import type { AppPlugin } from './context.js';
-import { CACHE_TYPES, SCOPE_TYPES, type KeychainService } from '../secrets/keychain.js';
-
-/** An execution id in the body: the shared IdInput (its wording in a 400), or null. */
-const nullableIdInput = {
-  anyOf: [...idInput.anyOf, { type: 'null' }],
-  description: `${idInput.description}, or null`,
-  'x-message': `${idInput['x-message']}, or null`,
-};
-const jsonObject = { type: 'object', additionalProperties: true };
-const params = {
-  type: 'object',
-  required: ['catalog_id', 'keychain_name'],
-  properties: { catalog_id: { type: 'string', pattern: '^[0-9]{1,19}$' }, keychain_name: safeName },
-};
-const scopeQuery = {
-  type: 'object',
-  properties: { execution_id: idParam, scope_type: { type: 'string', enum: [...SCOPE_TYPES], default: 'global' } },
-};
-const renewConfig = {
-  type: 'object',
-  additionalProperties: true,
-  properties: {
-    endpoint: { type: 'string' }, method: { type: 'string' }, headers: jsonObject, data: {},
-    token_field: { type: 'string' }, ttl_field: { type: 'string' },
-  },
-};
+import type { KeychainService } from '../secrets/keychain.js';
 
 export interface KeychainPluginOptions {
   keychain?: KeychainService;
 }
 
 type P = { catalog_id: string; keychain_name: string };
-type Q = { execution_id?: string; scope_type?: string };
 
 export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginOptions & { catalog?: Pick<CatalogService, 'getById'> }): Promise<void> {
   const svc = opts.keychain;
@@ -71,107 +47,41 @@ export async function keychainPlugin(app: FastifyInstance, opts: KeychainPluginO
     schema: {
       tags,
       summary: 'Keychain entries of a playbook catalog entry (no token data)',
-      params: { type: 'object', properties: { catalog_id: { type: 'string', pattern: '^[0-9]{1,19}$' } } },
-      response: {
-        200: {
-          type: 'object',
-          properties: {
-            status: { type: 'string' },
-            catalog_id: { type: 'string' },
-            entries: {
-              type: 'array',
-              items: {
-                type: 'object',
-                properties: {
-                  keychain_name: { type: 'string' }, cache_key: { type: 'string' }, scope_type: { type: 'string' },
-                  credential_type: { type: 'string' }, expires_at: { type: 'string' }, auto_renew: { type: 'boolean' },
-                  access_count: { type: 'integer' },
-                },
-              },
-            },
-            count: { type: 'integer' },
-          },
-        },
-      },
+      params: Type.Object({ catalog_id: KeychainParams.properties.catalog_id }),
+      response: { 200: Ref(KeychainCatalogList) },
     },
   }, async (req) => svc.listCatalog(req.params.catalog_id));
 
-  app.get<{ Params: P; Querystring: Q }>('/api/keychain/:catalog_id/:keychain_name', {
+  app.get<{ Params: P; Querystring: KeychainScopeQuery }>('/api/keychain/:catalog_id/:keychain_name', {
     schema: {
       tags,
       summary: 'Read a keychain entry: status success (token_data), expired (renew_config when auto_renew) or not_found',
-      params,
-      querystring: scopeQuery,
-      response: {
-        200: {
-          type: 'object',
-          description: 'success: keychain_name, catalog_id, cache_key, token_data, credential_type, cache_type, scope_type, expires_at, ttl_seconds, accessed_at, access_count, auto_renew, expired=false; expired: keychain_name, catalog_id, cache_key, auto_renew, renew_config?, expired=true; not_found: keychain_name, catalog_id, cache_key',
-          properties: {
-            status: { type: 'string', enum: ['success', 'expired', 'not_found'] },
-            keychain_name: { type: 'string' }, catalog_id: { type: 'string' }, cache_key: { type: 'string' },
-            token_data: jsonObject, credential_type: { type: 'string' }, cache_type: { type: 'string' },
-            scope_type: { type: 'string' }, expires_at: { type: 'string' }, ttl_seconds: { type: 'number' },
-            accessed_at: { type: 'string' }, access_count: { type: 'integer' }, auto_renew: { type: 'boolean' },
-            renew_config: renewConfig, expired: { type: 'boolean' },
-          },
-        },
-        ...errors(400),
-      },
+      params: KeychainParams,
+      querystring: KeychainScopeQuery,
+      response: { 200: Ref(KeychainGet), ...errors(400) },
     },
   }, async (req) => svc.get(req.params.catalog_id, req.params.keychain_name, req.query));
 
-  app.post<{ Params: P; Body: Record<string, unknown> }>('/api/keychain/:catalog_id/:keychain_name', {
+  app.post<{ Params: P; Body: KeychainSetBody }>('/api/keychain/:catalog_id/:keychain_name', {
     schema: {
       tags,
       summary: 'Store (or replace) a keychain entry; token_data is encrypted at rest',
-      params,
-      body: {
-        type: 'object',
-        required: ['token_data'],
-        properties: {
-          token_data: jsonObject,
-          credential_type: { type: 'string' },
-          cache_type: { type: 'string', enum: [...CACHE_TYPES] },
-          scope_type: { type: 'string', enum: [...SCOPE_TYPES] },
-          execution_id: nullableIdInput,
-          parent_execution_id: nullableIdInput,
-          ttl_seconds: { type: 'integer', minimum: 0, maximum: 315_360_000, description: 'at most 10 years' },
-          expires_at: { type: ['string', 'null'], description: 'ISO 8601 timestamp, e.g. 2030-01-01T00:00:00Z; UTC when it names no zone' },
-          auto_renew: { type: 'boolean' },
-          renew_config: renewConfig,
-          schema: jsonObject,
-        },
-      },
-      response: {
-        200: {
-          type: 'object',
-          properties: {
-            status: { type: 'string' }, message: { type: 'string' }, keychain_name: { type: 'string' },
-            catalog_id: { type: 'string' }, cache_key: { type: 'string' }, expires_at: { type: 'string' },
-            ttl_seconds: { type: 'number' }, auto_renew: { type: 'boolean' },
-          },
-        },
-        ...errors(400, 404, 409),
-      },
+      params: KeychainParams,
+      body: KeychainSetBody,
+      response: { 200: Ref(KeychainSetResponse), ...errors(400, 404, 409) },
     },
   }, async (req) => {
     await requireCatalog(req.params.catalog_id);
     return svc.set(req.params.catalog_id, req.params.keychain_name, req.body);
   });
 
-  app.delete<{ Params: P; Querystring: Q }>('/api/keychain/:catalog_id/:keychain_name', {
+  app.delete<{ Params: P; Querystring: KeychainScopeQuery }>('/api/keychain/:catalog_id/:keychain_name', {
     schema: {
       tags,
       summary: 'Delete a keychain entry (404 when there was none)',
-      params,
-      querystring: scopeQuery,
-      response: {
-        200: {
-          type: 'object',
-          properties: { status: { type: 'string', enum: ['success', 'not_found'] }, message: { type: 'string' }, keychain_name: { type: 'string' }, catalog_id: { type: 'string' } },
-        },
-        ...errors(400, 404),
-      },
+      params: KeychainParams,
+      querystring: KeychainScopeQuery,
+      response: { 200: Ref(KeychainDeleteResponse), ...errors(400, 404) },
     },
   }, async (req) => {
     const r = await svc.remove(req.params.catalog_id, req.params.keychain_name, req.query);

@@ -115,24 +115,6 @@ function checkInput(value: unknown, location: string): void {
   walk(value, 0);
 }
 
-/**
- * A name stored as a key (credential names): no path separators, no `.`/`..`, no control
- * characters. Each rule has its own wording: an empty or a 256-character name is told so, not
- * that it has a forbidden character. (The pattern takes the empty string so that an empty name
- * gets only the minLength problem.)
- */
-export const safeName = {
-  type: 'string',
-  minLength: 1,
-  maxLength: 255,
-  pattern: '^(?!\\.{1,2}$)(?!\\s)(?!.*\\s$)[^/\\\\\\u0000-\\u001f\\u007f]*$',
-  'x-message': {
-    minLength: 'must not be empty',
-    maxLength: 'must be at most 255 characters',
-    pattern: "must be a name without '/', '\\', control characters or surrounding spaces, and not '.' or '..'",
-  },
-} as const;
-
 export interface FieldProblem {
   location: string;
   field: string;

@@ -9,25 +9,12 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type {} from '@fastify/swagger'; // route schema fields tags/summary for the OpenAPI document
+import { Ref, VarDeleteResponse, VarParams, VarRead, VarsExecutionParams, VarsList, VarsSetBody, VarsSetResponse } from '../../common/contract/index.js';
 import { errors } from './schemas.js';
 import { notFound } from '../errors.js';
 import type { ExecutionService } from '../services.js';
 import type { AppPlugin } from './context.js';
-import { VAR_TYPES, type VarsService } from '../secrets/vars.js';
-
-const execParams = { type: 'object', required: ['execution_id'], properties: { execution_id: { type: 'string', pattern: '^[0-9]{1,19}$' } } };
-const varParams = {
-  type: 'object',
-  required: ['execution_id', 'var_name'],
-  properties: { execution_id: { type: 'string', pattern: '^[0-9]{1,19}$' }, var_name: { type: 'string' } },
-};
-const varView = {
-  type: 'object',
-  properties: {
-    value: {}, type: { type: 'string' }, source_step: { type: ['string', 'null'] },
-    created_at: { type: 'string' }, accessed_at: { type: 'string' }, access_count: { type: 'integer' },
-  },
-};
+import type { VarsService } from '../secrets/vars.js';
 
 export interface VarsPluginOptions {
   vars?: VarsService;
@@ -47,9 +34,9 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions &
     schema: {
       tags,
       summary: 'All variables of an execution (does not change access tracking)',
-      params: execParams,
+      params: VarsExecutionParams,
       response: {
-        200: { type: 'object', properties: { execution_id: { type: 'string' }, variables: { type: 'object', additionalProperties: varView }, count: { type: 'integer' } } },
+        200: Ref(VarsList),
         ...errors(400, 404),
       },
     },
@@ -64,30 +51,22 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions &
     schema: {
       tags,
       summary: 'One variable (increments access_count, updates accessed_at)',
-      params: varParams,
+      params: VarParams,
       response: {
-        200: { type: 'object', properties: { execution_id: { type: 'string' }, var_name: { type: 'string' }, ...varView.properties } },
+        200: Ref(VarRead),
         ...errors(400, 404),
       },
     },
   }, async (req) => svc.get(req.params.execution_id, req.params.var_name));
 
-  app.post<{ Params: { execution_id: string }; Body: Record<string, unknown> }>('/api/vars/:execution_id', {
+  app.post<{ Params: { execution_id: string }; Body: VarsSetBody }>('/api/vars/:execution_id', {
     schema: {
       tags,
       summary: 'Set variables (upsert on execution_id + var_name; created_at kept, accessed_at refreshed)',
-      params: execParams,
-      body: {
-        type: 'object',
-        required: ['variables'],
-        properties: {
-          variables: { type: 'object', additionalProperties: true, description: 'name (≤ 255 characters) → any JSON value' },
-          var_type: { type: 'string', enum: [...VAR_TYPES], default: 'user_defined' },
-          source_step: { type: ['string', 'null'] },
-        },
-      },
+      params: VarsExecutionParams,
+      body: VarsSetBody,
       response: {
-        200: { type: 'object', properties: { execution_id: { type: 'string' }, variables_set: { type: 'integer' }, var_names: { type: 'array', items: { type: 'string' } } } },
+        200: Ref(VarsSetResponse),
         ...errors(400, 404, 409),
       },
     },
@@ -100,8 +79,8 @@ export async function varsPlugin(app: FastifyInstance, opts: VarsPluginOptions &
     schema: {
       tags,
       summary: 'Delete one variable',
-      params: varParams,
-      response: { 200: { type: 'object', properties: { execution_id: { type: 'string' }, var_name: { type: 'string' }, deleted: { type: 'boolean' } } } },
+      params: VarParams,
+      response: { 200: Ref(VarDeleteResponse), ...errors(400) },
     },
   }, async (req) => svc.remove(req.params.execution_id, req.params.var_name));
 }

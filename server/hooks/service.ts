@@ -15,6 +15,7 @@ import type { Cipher } from '../crypto.js';
 import { AppError, badRequest, notFound } from '../errors.js';
 import type { Db, ExecutionService } from '../services.js';
 import * as store from '../store/hooks.js';
+import type { HookDeliveryResult, HookSpec } from '../../common/contract/hooks.js';
 import type { HookView } from '../store/hooks.js';
 
 export type { HookView } from '../store/hooks.js';
@@ -28,14 +29,7 @@ export const DELIVERY_HEADERS = ['x-idempotency-key', 'idempotency-key', 'x-gith
 /** Headers a filter never sees (credentials of the caller, the signature). */
 const HIDDEN_HEADERS = new Set(['authorization', 'cookie', 'proxy-authorization', SIGNATURE_HEADER, 'x-hub-signature']);
 
-export interface HookSpec {
-  path: string;
-  version?: number | null;
-  filter?: string | null;
-  /** Write-only. Required unless `insecure: true`; omitted on a replace: the stored one is kept. */
-  secret?: string;
-  insecure?: boolean;
-}
+export type { HookSpec };
 
 export interface Delivery {
   raw: Buffer;
@@ -43,10 +37,7 @@ export interface Delivery {
   headers: Record<string, string | string[] | undefined>;
 }
 
-export type DeliveryResult =
-  | { started: true; execution_id: string; hook: string; path: string; version: number }
-  | { started: false; hook: string; reason: 'filter' }
-  | { started: false; hook: string; reason: 'replayed'; execution_id: string };
+export type DeliveryResult = HookDeliveryResult;
 
 const isObject = (v: unknown): v is JsonObject => v !== null && typeof v === 'object' && !Array.isArray(v);
 

@@ -15,7 +15,7 @@ import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.
 import { iso, isPlainObject, optionalId, parseId } from './common.js';
 import { charLength } from '../../common/char-length.js';
 import { describeScope, parseScope, scopeAllows } from './scope.js';
-import { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery } from '../../common/secrets.js';
+import { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery, type CredentialUpsertBody, type Unchecked } from '../../common/secrets.js';
 export { CREDENTIAL_TYPES, type CredentialType, type CredentialMeta, type CredentialWithData, type CredentialRead, type CredentialList, type CredentialListQuery };
 
 /** 400 with the spec's body `{message: 'Credential validation failed', errors: [...]}` (plus `error`). */
@@ -29,24 +29,8 @@ export class CredentialValidationError extends AppError {
   }
 }
 
-export interface CredentialInput {
-  name?: unknown;
-  type?: unknown;
-  description?: unknown;
-  data?: unknown;
-  schema?: unknown;
-  meta?: unknown;
-  tags?: unknown;
-  /** Claims the name for a Kubernetes resource (issue 14); see server/ownership.ts. */
-  owner?: unknown;
-  /** {paths?, namespaces?} (server/secrets/scope.ts); omitted keeps the stored scope, null removes it. */
-  scope?: unknown;
-  /**
-   * With owner: also claim a credential without owner whose meta says this resource stored it
-   * (`source: kubernetes`, `namespace`, `resource`) — an operator from before ownership did.
-   */
-  adopt?: unknown;
-}
+/** A create-or-update body as it arrives (the contract's CredentialUpsertBody, checked again here). */
+export type CredentialInput = Unchecked<CredentialUpsertBody>;
 
 /**
  * Proof that the reader is the worker running a command: the command's queue_id and the

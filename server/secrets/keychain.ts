@@ -15,10 +15,8 @@ import { checkSchemaShape, validateData, type SchemaDefinition } from './schema.
 import { iso, isPlainObject, optionalId, parseId, parseUtcTimestamp, writeUnlessCompleted } from './common.js';
 import { charLength } from '../../common/char-length.js';
 import { type Logger, stderrLogger } from '../../common/logger.js';
-import { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList } from '../../common/secrets.js';
-export { SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList };
-
-export const CACHE_TYPES = ['secret', 'token'] as const;
+import { CACHE_TYPES, SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList, type KeychainScopeQuery, type Unchecked } from '../../common/secrets.js';
+export { CACHE_TYPES, SCOPE_TYPES, type ScopeType, type RenewConfig, type KeychainSuccess, type KeychainExpired, type KeychainNotFound, type KeychainGetResponse, type KeychainSetBody, type KeychainSetResponse, type KeychainDeleteResponse, type KeychainCatalogList };
 
 /** Default TTLs (spec "Limits"): local 3600 s; global, catalog and shared 86400 s. */
 export const DEFAULT_TTL: Record<ScopeType | 'catalog', number> = { local: 3600, global: 86400, catalog: 86400, shared: 86400 };
@@ -56,10 +54,8 @@ export function cacheKeyFor(name: string, catalogId: string, scope: ScopeType, e
   return scope === 'local' ? `${name}:${catalogId}:${executionId}` : `${name}:${catalogId}:shared:${executionId}`;
 }
 
-export interface ScopeQuery {
-  execution_id?: unknown;
-  scope_type?: unknown;
-}
+/** The scope of a read or a delete, as it arrives. */
+export type ScopeQuery = Unchecked<KeychainScopeQuery>;
 
 export interface KeychainServiceOptions {
   /**
@@ -136,7 +132,7 @@ export class KeychainService {
     };
   }
 
-  async set(catalogIdIn: unknown, name: string, body: KeychainSetBody): Promise<KeychainSetResponse> {
+  async set(catalogIdIn: unknown, name: string, body: Unchecked<KeychainSetBody>): Promise<KeychainSetResponse> {
     if (!isPlainObject(body)) throw badRequest('body must be an object');
     const { catalogId, scope, executionId, cacheKey } = await this.keyFor(name, catalogIdIn, body);
     if (!isPlainObject(body.token_data)) throw badRequest('token_data is required (an object)', { field: 'token_data' });

@@ -8,7 +8,7 @@ import type { Json } from '../../playbook/types.js';
 import * as store from '../store/vars.js';
 import { iso, isPlainObject, parseId, writeUnlessCompleted } from './common.js';
 import { charLength } from '../../common/char-length.js';
-import { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse } from '../../common/secrets.js';
+import { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse, type Unchecked } from '../../common/secrets.js';
 export { VAR_TYPES, type VarType, type VarView, type VarsList, type VarRead, type VarsSetBody, type VarsSetResponse, type VarDeleteResponse };
 
 export const MAX_VAR_NAME = 255;
@@ -48,7 +48,7 @@ export class VarsService {
     return { execution_id: executionId, var_name: varName, ...view(r) };
   }
 
-  async set(executionIdIn: unknown, body: VarsSetBody): Promise<VarsSetResponse> {
+  async set(executionIdIn: unknown, body: Unchecked<VarsSetBody>): Promise<VarsSetResponse> {
     const executionId = parseId(executionIdIn, 'execution_id');
     if (!isPlainObject(body) || !isPlainObject(body.variables)) throw badRequest('variables is required (an object of name to value)', { field: 'variables' });
     const varType = body.var_type ?? 'user_defined';

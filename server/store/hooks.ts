@@ -1,4 +1,5 @@
 /** SQL of webhook triggers (migration 223). The secret is stored sealed; it is never selected with the hook. */
+import type { HookView } from '../../common/contract/hooks.js';
 import { iso, type Queryable } from './sql.js';
 
 export interface HookRow {
@@ -14,20 +15,8 @@ export interface HookRow {
   updated_at: Date;
 }
 
-/** What GET /api/hooks/{name} answers: never the secret, only whether one is set. */
-export interface HookView {
-  /** What an execution's hook_id names. */
-  hook_id: string;
-  name: string;
-  path: string;
-  version: number | null;
-  filter: string | null;
-  insecure: boolean;
-  secret_set: boolean;
-  url: string;
-  created_at: string;
-  updated_at: string;
-}
+/** What GET /api/hooks/{name} answers (the contract's shape): never the secret, only whether one is set. */
+export type { HookView };
 
 export type HookFields = Pick<HookRow, 'name' | 'path' | 'version' | 'filter' | 'insecure'>;
 
