@@ -286,6 +286,36 @@ describe('helm chart', () => {
     expect(none.find((d) => d.kind === 'Job')).toBeUndefined();
   });
 
+  it('gives each release its own operator Lease; release "playflow" keeps the name the operator defaults to', () => {
+    const leaseName = (release: string) => {
+      const op = renderRelease(release, NAMESPACE, []).find((d) => d.kind === 'Deployment' && d.metadata.name.endsWith('-operator'))!;
+      return podSpecOf(op).containers[0].env.find((e: any) => e.name === 'OPERATOR_LEASE_NAME')?.value;
+    };
+    // Two releases in one namespace shared one Lease: one operator led both, the other release's never synced.
+    expect(leaseName('a')).toBe('a-playflow-operator');
+    expect(leaseName('b')).toBe('b-playflow-operator');
+    // An upgrade of the usual release name keeps the Lease its running operator holds.
+    expect(leaseName('playflow')).toBe('playflow-operator');
+    expect(readFileSync(path.join(root, 'operator', 'main.ts'), 'utf8')).toContain("env.OPERATOR_LEASE_NAME || 'playflow-operator'");
+  });
+
+  it('lets the ServiceMonitor scrape the server, the workers and the operator', () => {
+    const docs = render(valueSets.tokenOn);
+    const monitor = docs.find((d) => d.kind === 'ServiceMonitor')!;
+    const matches = (labels: Record<string, string> | undefined, selector: Record<string, string>) =>
+      Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+    const services = docs.filter((d) => d.kind === 'Service' && matches(d.metadata.labels, monitor.spec.selector.matchLabels));
+    for (const component of ['server', 'worker', 'operator']) {
+      const workload = docs.find((d) => podSpecOf(d) && d.metadata.labels?.['app.kubernetes.io/component'] === component && d.kind !== 'Job' && d.kind !== 'Pod')!;
+      const podLabels = workload.spec.template.metadata.labels;
+      const containerPorts = new Set(podSpecOf(workload).containers[0].ports.map((p: any) => p.name));
+      // A Service the monitor selects, in front of this component's pods, with a port the monitor scrapes.
+      const scraped = services.filter((svc) => matches(podLabels, svc.spec.selector)).flatMap((svc) =>
+        svc.spec.ports.filter((p: any) => monitor.spec.endpoints.some((e: any) => e.port === p.name) && containerPorts.has(p.targetPort)));
+      expect(scraped.length, `${component}: no Service the ServiceMonitor selects exposes its metrics`).toBeGreaterThan(0);
+    }
+  });
+
   it('uses env variables, ports and probe paths the code reads', () => {
     const code = codeText();
     const docs = render(valueSets.tokenOn);
