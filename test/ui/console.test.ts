@@ -26,6 +26,7 @@ workflow:
         def main(name):
             return {"greeting": "Hello, " + name}
       args: {name: "{{ workload.name }}"}
+    vars: {greeted: "{{ result.greeting }}"}
     next: [{step: shout, args: {text: "{{ start.greeting }}"}}]
   - step: shout
     tool:
@@ -50,6 +51,8 @@ workflow:
         def main(city, api_token):
             raise ValueError("no such city: " + city)
       args: {city: "{{ workload.city }}", api_token: "hunter2-not-shown"}
+    next: [{step: report}]
+  - step: report
 `;
 
 const SLOW = `apiVersion: playflow.io/v2
@@ -207,6 +210,9 @@ describe('web console', { timeout: 180_000 }, () => {
     await p.locator('[data-testid="execution"][data-status="completed"]').waitFor();
     await p.locator('[data-tab="result"]').click();
     expect(await p.getByTestId('tab-result').innerText()).toContain('HELLO, ADA');
+    // The variables the run set (its vars_set events), by name.
+    await p.locator('[data-tab="vars"]').click();
+    await expect.poll(() => p.getByTestId('tab-vars').innerText()).toContain('"greeted": "Hello, Ada"');
     await shot(p, 'run-from-catalog');
   });
 
@@ -224,6 +230,11 @@ describe('web console', { timeout: 180_000 }, () => {
     expect(args).not.toContain('hunter2');
     expect(args).toContain('••••');
     expect(await p.getByTestId('call-tool').innerText()).not.toContain('hunter2');
+    // The step after the failure never ran and never will: "not run", not "pending".
+    const report = p.locator('.node[data-step="report"][data-state="not-run"]');
+    expect(await report.locator('.node-state').innerText()).toBe('not run');
+    await report.click();
+    await p.locator('[data-testid="step-panel"][data-step="report"] [data-status="not-run"]').waitFor();
     await shot(p, 'failed-execution');
   });
 

@@ -2,8 +2,8 @@
 import { Background, Controls, Handle, MarkerType, Position, ReactFlow, type Edge, type Node, type NodeProps } from '@xyflow/react';
 import { useMemo } from 'react';
 import { layout, NODE_HEIGHT, NODE_WIDTH } from '../model/graph.js';
-import type { NodeState, StepSummary } from '../model/steps.js';
-import type { Playbook } from '../types.js';
+import { shownState, type NodeState, type StepSummary } from '../model/steps.js';
+import { TERMINAL, type Playbook } from '../types.js';
 
 type StepData = { name: string; kind: string; state: NodeState; progress?: string; childLink?: string; selected: boolean };
 
@@ -14,7 +14,7 @@ function StepNode({ data }: NodeProps<Node<StepData>>) {
       <div className="node-name">{data.name}</div>
       <div className="node-meta">
         <span className="node-kind">{data.kind}</span>
-        <span className="node-state">{data.state}</span>
+        <span className="node-state">{stateLabel(data.state)}</span>
         {data.progress && <span className="node-progress" data-progress={data.progress}>{data.progress}</span>}
         {data.childLink && <a className="node-child" href={data.childLink} onClick={(e) => e.stopPropagation()}>child ↗</a>}
       </div>
@@ -25,8 +25,14 @@ function StepNode({ data }: NodeProps<Node<StepData>>) {
 
 const nodeTypes = { step: StepNode };
 
-export function WorkflowGraph({ playbook, steps, selected, onSelect, childLinks }: {
+export function stateLabel(state: string): string {
+  return state === 'not-run' ? 'not run' : state;
+}
+
+export function WorkflowGraph({ playbook, steps, selected, onSelect, childLinks, executionStatus }: {
   playbook: Playbook;
+  /** The execution's status: once it has ended, steps that never ran show `not run`. */
+  executionStatus?: string;
   steps?: Map<string, StepSummary>;
   selected?: string;
   onSelect?: (step: string) => void;
@@ -47,7 +53,7 @@ export function WorkflowGraph({ playbook, steps, selected, onSelect, childLinks 
       data: {
         name: n.id,
         kind: n.loop ? `${n.kind} · loop` : n.kind,
-        state: s?.state ?? 'pending',
+        state: shownState(s?.state ?? 'pending', executionStatus, TERMINAL),
         progress: loop ? `${loop.done}/${loop.total}` : undefined,
         childLink: childLinks?.[n.id],
         selected: selected === n.id,

@@ -11,8 +11,8 @@ export function ErrorBox({ error }: { error: unknown }) {
   return <div className="error-box" role="alert">{message}</div>;
 }
 
-export function Status({ status }: { status: string }) {
-  return <span className={`badge status-${status}`} data-status={status}>{status}</span>;
+export function Status({ status, label }: { status: string; label?: string }) {
+  return <span className={`badge status-${status}`} data-status={status}>{label ?? status}</span>;
 }
 
 export function duration(start?: string | null, end?: string | null): string {

@@ -49,7 +49,8 @@ describe('foldEvents', () => {
 
   it('marks unfinished steps cancelled when the execution was cancelled, and takes vars from vars_set', () => {
     const log = [
-      ev('vars_set', 'a', { vars: { token_count: 3 } }),
+      // the engine's vars_set payload (server/engine/engine.ts processVars)
+      ev('vars_set', 'a', { variables: { token_count: 3 }, source_step: 'a', var_type: 'step_result' }),
       ev('step.enter', 'slow', { run: 1 }),
       ev('command_issued', 'slow', { command: { attempt: 1, tool: { kind: 'python' } } }, 1),
       ev('action_started', 'slow', {}, 1),

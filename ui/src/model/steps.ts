@@ -5,7 +5,15 @@
  */
 import type { EventView, Execution, Json } from '../types.js';
 
-export type NodeState = 'pending' | 'queued' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
+export type NodeState = 'pending' | 'queued' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled' | 'not-run';
+
+/**
+ * A step with no run in an execution that has ended never will run (a branch not taken, a step
+ * after a failure): `not-run`, not `pending`, which reads as "about to start".
+ */
+export function shownState(state: NodeState, executionStatus: string | undefined, terminal: readonly string[]): NodeState {
+  return state === 'pending' && executionStatus !== undefined && terminal.includes(executionStatus) ? 'not-run' : state;
+}
 
 export interface Call {
   command_id: number;
@@ -42,6 +50,12 @@ export interface Folded {
   vars: Record<string, Json>;
 }
 
+/** The variables a `vars_set` event set: its payload's `variables` (the engine's shape). */
+export function varsSet(e: EventView): Record<string, Json> {
+  const v = e.payload?.variables;
+  return v && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, Json> : {};
+}
+
 export function emptySummary(name: string): StepSummary {
   return { name, state: 'pending', runs: 0, calls: [] };
 }
@@ -57,7 +71,7 @@ export function foldEvents(events: EventView[], execution?: Execution): Folded {
   };
   for (const e of events) {
     const p = e.payload ?? {};
-    if (e.name === 'vars_set' && p.vars && typeof p.vars === 'object') Object.assign(vars, p.vars);
+    if (e.name === 'vars_set') Object.assign(vars, varsSet(e));
     if (!e.step) continue;
     const s = get(e.step);
     switch (e.name) {

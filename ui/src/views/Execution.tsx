@@ -11,11 +11,11 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, ApiError, encodePath, q } from '../api.js';
-import { WorkflowGraph } from '../components/Graph.js';
+import { stateLabel, WorkflowGraph } from '../components/Graph.js';
 import { duration, ErrorBox, Json, Status, when } from '../components/Json.js';
 import { PagedList, VirtualList } from '../components/Virtual.js';
 import { redact } from '../model/redact.js';
-import { emptySummary, foldEvents, summaryFromCounts, type Call, type StepCounts, type StepSummary } from '../model/steps.js';
+import { emptySummary, foldEvents, shownState, summaryFromCounts, varsSet, type Call, type StepCounts, type StepSummary } from '../model/steps.js';
 import { BASE, Link, navigate } from '../router.js';
 import { TERMINAL, type CatalogEntry, type EventView, type EventsPage, type Execution, type Json as JsonValue, type Playbook } from '../types.js';
 
@@ -176,7 +176,7 @@ function useVars(id: string, active: boolean, lastSeq: number): Record<string, J
       let after = 0;
       for (;;) {
         const page = await api<EventsPage>(`/api/events/${id}${q({ name: 'vars_set', after, limit: 1000 })}`, { signal: ac.signal });
-        for (const e of page.events) if (e.payload?.vars && typeof e.payload.vars === 'object') Object.assign(out, e.payload.vars);
+        for (const e of page.events) Object.assign(out, varsSet(e));
         if (page.next_after === null || page.events.length === 0) break;
         after = page.next_after;
       }
@@ -244,7 +244,7 @@ function StepPanel({ s, children, loading, totalCalls }: { s: StepSummary; child
   const kids = children.filter((c) => s.calls.some((x) => x.kind === 'playbook') && c.path === (s.calls[0]?.tool?.path as string | undefined));
   return (
     <div className="step-panel" data-testid="step-panel" data-step={s.name}>
-      <h2>{s.name} <Status status={s.state} /></h2>
+      <h2>{s.name} <Status status={s.state} label={stateLabel(s.state)} /></h2>
       <div className="kv">
         <span>runs</span><span>{s.runs}</span>
         {s.loop && <><span>loop</span><span data-testid="loop-progress">{s.loop.done}/{s.loop.total} items</span></>}
@@ -297,8 +297,9 @@ export function ExecutionView({ id }: { id: string }) {
   const step = useMemo(() => {
     if (!current) return undefined;
     const base = summary.steps.get(current) ?? emptySummary(current);
+    const state = shownState(base.state, ex?.status, TERMINAL);
     const detail = foldEvents(stepEvents.events, ex).steps.get(current);
-    return detail ? { ...detail, state: base.state, loop: base.loop, error: detail.error ?? base.error, result: detail.result ?? base.result } : base;
+    return detail ? { ...detail, state, loop: base.loop, error: detail.error ?? base.error, result: detail.result ?? base.result } : { ...base, state };
   }, [current, summary, stepEvents.events, ex]);
   const stepCounts = counts?.find((c) => c.step === current);
 
@@ -362,7 +363,7 @@ export function ExecutionView({ id }: { id: string }) {
       </header>
       {pbError !== undefined && <p className="muted">Playbook {ex.path} v{ex.version} is no longer in the catalog: steps shown without edges.</p>}
       <div className="ex-main">
-        {playbook && <WorkflowGraph playbook={playbook} steps={summary.steps} selected={current} onSelect={setSelected} childLinks={childLinks} />}
+        {playbook && <WorkflowGraph playbook={playbook} steps={summary.steps} selected={current} onSelect={setSelected} childLinks={childLinks} executionStatus={ex.status} />}
         {step && <StepPanel key={step.name} s={step} children={children} loading={!stepEvents.complete} totalCalls={stepCounts?.calls} />}
       </div>
       <nav className="tabs">
