@@ -7,7 +7,7 @@ import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
   ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionListView, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
-  QueueStats, QueueThroughput, RerunRequest, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
+  QueueStats, QueueThroughput, RerunRequest, RuntimeEntry, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
 } from '../common/protocol.js';
 import type { ExecutionStatus } from './engine/contract.js';
 import type { CredentialService } from './secrets/credentials.js';
@@ -125,7 +125,7 @@ export interface RuntimeRegistration {
 export interface RuntimeService {
   register(reg: RuntimeRegistration): Promise<void>;
   heartbeat(kind: RuntimeRegistration['kind'], name: string): Promise<void>;
-  list(): Promise<Array<RuntimeRegistration & { last_heartbeat: string; registered_at: string }>>;
+  list(): Promise<RuntimeEntry[]>;
 }
 
 /** Everything the HTTP app needs; built once by `server start` (and by tests). */

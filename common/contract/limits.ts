@@ -20,5 +20,10 @@ export const SCHEDULE_TICKS_LIMIT: PageLimit = { default: 100, max: 1000 };
 export const MAX_WAIT_SECONDS = 60;
 /** Most commands one claim_next may lease. */
 export const CLAIM_NEXT_MAX = 16;
+/**
+ * A server or worker whose last runtime heartbeat is older than this is no longer live: four
+ * missed beats at the 15 s default of both, so one late beat under load does not flap.
+ */
+export const RUNTIME_LIVE_SECONDS = 60;
 /** Events in one request. */
 export const MAX_EVENTS_PER_REQUEST = 1000;

@@ -44,6 +44,10 @@ export const RuntimeEntry = Type.Object({
   info: Type.Optional(JsonObject()),
   registered_at: Timestamp(),
   last_heartbeat: Timestamp(),
+  /** Seconds since last_heartbeat, by the database's clock (a browser's may be off). */
+  heartbeat_age_seconds: Type.Number({ minimum: 0 }),
+  /** Heartbeat within RUNTIME_LIVE_SECONDS: the process is running; false: it stopped or lost the server. */
+  live: Type.Boolean(),
 });
 export type RuntimeEntry = Static<typeof RuntimeEntry>;
 export const RuntimeList = Type.Object({ runtimes: Type.Array(RuntimeEntry), count: Type.Integer() }, { $id: 'RuntimeList' });

@@ -12,6 +12,7 @@
  */
 import type { Db } from '../db.js';
 import * as runtimeStore from '../store/runtime.js';
+import { RUNTIME_LIVE_SECONDS } from '../../common/contract/limits.js';
 
 export const VALUES_BESIDE_FEATURE = 'values-beside';
 
@@ -40,7 +41,7 @@ export class ValuesGate {
 
   /** Reads the registrations now. */
   refresh(): Promise<boolean> {
-    this.checking ??= runtimeStore.liveServersWithout(this.db.pool, VALUES_BESIDE_FEATURE, this.o.staleSeconds ?? 60, this.o.self)
+    this.checking ??= runtimeStore.liveServersWithout(this.db.pool, VALUES_BESIDE_FEATURE, this.o.staleSeconds ?? RUNTIME_LIVE_SECONDS, this.o.self)
       .then((older) => {
         this.open = older === 0;
         return this.open;

@@ -1,5 +1,7 @@
 /** SQL of runtime registrations (servers and workers) and their heartbeats. */
 import type { JsonObject } from '../../playbook/types.js';
+import type { RuntimeEntry } from '../../common/protocol.js';
+import { RUNTIME_LIVE_SECONDS } from '../../common/contract/limits.js';
 import type { RuntimeRegistration } from '../services.js';
 import { iso, type Queryable } from './sql.js';
 
@@ -17,10 +19,14 @@ export async function heartbeat(q: Queryable, kind: RuntimeRegistration['kind'],
      ON CONFLICT (kind, name) DO UPDATE SET last_heartbeat = now()`, [kind, name]);
 }
 
-export async function list(q: Queryable): Promise<Array<RuntimeRegistration & { last_heartbeat: string; registered_at: string }>> {
-  const { rows } = await q.query<{ kind: 'server' | 'worker'; name: string; info: JsonObject; registered_at: Date; last_heartbeat: Date }>(
-    'SELECT kind, name, info, registered_at, last_heartbeat FROM runtime ORDER BY kind, name');
-  return rows.map((r) => ({ kind: r.kind, name: r.name, info: r.info, registered_at: iso(r.registered_at)!, last_heartbeat: iso(r.last_heartbeat)! }));
+export async function list(q: Queryable): Promise<RuntimeEntry[]> {
+  const { rows } = await q.query<{ kind: 'server' | 'worker'; name: string; info: JsonObject; registered_at: Date; last_heartbeat: Date; age: number }>(
+    `SELECT kind, name, info, registered_at, last_heartbeat, greatest(extract(epoch FROM now() - last_heartbeat), 0)::float8 AS age
+       FROM runtime ORDER BY kind, name`);
+  return rows.map((r) => ({
+    kind: r.kind, name: r.name, info: r.info, registered_at: iso(r.registered_at)!, last_heartbeat: iso(r.last_heartbeat)!,
+    heartbeat_age_seconds: Math.round(r.age * 10) / 10, live: r.age < RUNTIME_LIVE_SECONDS,
+  }));
 }
 
 /**

@@ -8,6 +8,7 @@ import { buildApp, listRoutes } from '../../server/app/index.js';
 import { createServerCore } from '../../server/core.js';
 import { createSqlReader, SQL_READER_ROLE, type SqlReader } from '../../server/store/sql-reader.js';
 import { createTestDatabase } from '../helpers/pg.js';
+import { RUNTIME_LIVE_SECONDS } from '../../common/contract/limits.js';
 import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
 
 const TOKEN = 'test-token-123';
@@ -128,6 +129,25 @@ describe('runtime registry', () => {
     expect(pool).toMatchObject({ kind: 'worker', info: { replicas: 2 } });
     expect(Date.parse(pool.last_heartbeat)).not.toBeNaN();
     expect(list.runtimes.some((r: { kind: string }) => r.kind === 'server')).toBe(true);
+    expect(pool.live).toBe(true);
+    expect(pool.heartbeat_age_seconds).toBeGreaterThanOrEqual(0);
+    expect(pool.heartbeat_age_seconds).toBeLessThan(RUNTIME_LIVE_SECONDS);
+  });
+
+  it('a registration whose heartbeats stopped is listed as not live, with its age by the database clock', async () => {
+    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-gone' });
+    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-late' });
+    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-gone'`, [RUNTIME_LIVE_SECONDS + 240]);
+    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-late'`, [RUNTIME_LIVE_SECONDS - 20]);
+    const byName = new Map((await s.call('GET', '/api/runtime')).json().runtimes.map((r: { name: string }) => [r.name, r]));
+    expect(byName.get('pool-gone')).toMatchObject({ live: false });
+    expect((byName.get('pool-gone') as { heartbeat_age_seconds: number }).heartbeat_age_seconds).toBeGreaterThanOrEqual(RUNTIME_LIVE_SECONDS + 240);
+    // one late beat is not gone
+    expect(byName.get('pool-late')).toMatchObject({ live: true });
+    // a heartbeat brings it back
+    await s.call('POST', '/api/runtime/heartbeat', { kind: 'worker', name: 'pool-gone' });
+    const again = (await s.call('GET', '/api/runtime')).json().runtimes.find((r: { name: string }) => r.name === 'pool-gone');
+    expect(again.live).toBe(true);
   });
 
   it('bad kind or missing name: 400', async () => {

@@ -351,9 +351,17 @@ describe('web console', { timeout: 180_000 }, () => {
     await expect.poll(async () => [...new Set(await statuses())], { timeout: 90_000 }).toEqual(['failed']);
     await p.locator('[data-testid="executions"] tr[data-execution] a').first().click();
     await p.locator('[data-testid="execution"][data-status="failed"]').waitFor();
+    // A worker that stopped heartbeating stays listed, as offline; the running ones are online.
+    await fetch(`${h.url}/api/runtime/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'worker', name: 'ui-stopped' }) });
+    await h.server.core.deps.db.pool.query("UPDATE runtime SET last_heartbeat = now() - interval '10 minutes' WHERE name = 'ui-stopped'");
     for (const url of ['/ui/queue', '/ui/credentials']) {
       await p.goto(`${h.url}${url}`);
       await p.locator('table tbody tr').first().waitFor();
+      if (url !== '/ui/queue') continue;
+      expect(await p.locator('tr[data-runtime="ui-stopped"] [data-status]').getAttribute('data-status')).toBe('offline');
+      expect(await p.locator('tr[data-runtime="ui-stopped"]').innerText()).toMatch(/\(6\d\d s ago\)/);
+      const online = await p.locator('[data-testid="runtimes"] [data-status="online"]').count();
+      expect(online).toBeGreaterThan(0); // this server and its worker
     }
     expect(await p.locator('[data-stat="queued"]').count()).toBe(0); // credentials page now
     await shot(p, 'credentials');

@@ -1,11 +1,14 @@
-/** Queue and workers: depth by state, throughput per minute, registered servers and workers. */
+/**
+ * Queue and workers: depth by state, throughput per minute, registered servers and workers (online
+ * while they heartbeat; a stopped one stays listed as offline, by the server's clock).
+ */
 import { api } from '../api.js';
-import { ErrorBox, when } from '../components/Json.js';
+import { ErrorBox, Status, when } from '../components/Json.js';
 import { usePoll } from '../hooks.js';
 
 interface Stats { queued: number; leased: number; delayed: number; oldest_age_seconds: number }
 interface Throughput { minutes: Array<{ minute: string; done: number; failed: number }> }
-interface Runtime { kind: string; name: string; info?: Record<string, unknown>; registered_at: string; last_heartbeat: string }
+interface Runtime { kind: string; name: string; info?: Record<string, unknown>; registered_at: string; last_heartbeat: string; heartbeat_age_seconds: number; live: boolean }
 
 export function QueueView() {
   const stats = usePoll((signal) => api<Stats>('/api/queue/stats', { signal }), [], 2000);
@@ -35,16 +38,18 @@ export function QueueView() {
       </div>
       <h2>Servers and workers</h2>
       <table className="table" data-testid="runtimes">
-        <thead><tr><th>Kind</th><th>Name</th><th>Registered</th><th>Last heartbeat</th><th>Info</th></tr></thead>
+        <thead><tr><th>Kind</th><th>Name</th><th>Status</th><th>Registered</th><th>Last heartbeat</th><th>Info</th></tr></thead>
         <tbody>
           {rt.data?.runtimes.map((r) => (
-            <tr key={`${r.kind}/${r.name}`}>
-              <td>{r.kind}</td><td>{r.name}</td><td>{when(r.registered_at)}</td>
-              <td>{when(r.last_heartbeat)} <span className="muted">({Math.round((Date.now() - Date.parse(r.last_heartbeat)) / 1000)} s ago)</span></td>
+            <tr key={`${r.kind}/${r.name}`} data-runtime={r.name}>
+              <td>{r.kind}</td><td>{r.name}</td>
+              <td><Status status={r.live ? 'online' : 'offline'} /></td>
+              <td>{when(r.registered_at)}</td>
+              <td>{when(r.last_heartbeat)} <span className="muted">({Math.round(r.heartbeat_age_seconds)} s ago)</span></td>
               <td className="mono small">{r.info ? JSON.stringify(r.info) : ''}</td>
             </tr>
           ))}
-          {rt.data && rt.data.runtimes.length === 0 && <tr><td colSpan={5} className="muted">No registrations.</td></tr>}
+          {rt.data && rt.data.runtimes.length === 0 && <tr><td colSpan={6} className="muted">No registrations.</td></tr>}
         </tbody>
       </table>
     </section>
