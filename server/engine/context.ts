@@ -197,6 +197,29 @@ export function stepContext(base: BaseContext, state: EngineState, extras: Conte
   return ctx;
 }
 
+/**
+ * `ctx` as it reads once `step` has completed with `result` (spec order: step_completed, then the
+ * step's vars, then transitions): the step's result by name (unless a var has that name, as
+ * patchStepResult) and the variables its vars block set (outranking steps; external vars still
+ * outrank them, as patchVars). A fork: `ctx` is unchanged.
+ */
+export function asCompleted(
+  ctx: Record<string, unknown>, base: BaseContext, step: string, result: Json, variables: JsonObject, externalVars: JsonObject | undefined,
+): Record<string, unknown> {
+  const out = forkContext(ctx);
+  if (!DENIED.has(step)) {
+    const view = resultView(result);
+    out.results = { ...(base.full.results as Record<string, unknown>), [step]: view };
+    if (!base.varNames.has(step)) out[step] = view;
+  }
+  const names = Object.keys(variables);
+  if (names.length) {
+    out.vars = { ...(base.full.vars as JsonObject), ...variables, ...externalVars };
+    for (const k of names) if (!DENIED.has(k) && !(externalVars && hasOwn.call(externalVars, k))) out[k] = variables[k];
+  }
+  return out;
+}
+
 /** A copy of a context that may be changed without touching the original. */
 export function forkContext(ctx: Record<string, unknown>): Record<string, unknown> {
   return Object.assign(Object.create(Object.getPrototypeOf(ctx) as object) as Record<string, unknown>, ctx);

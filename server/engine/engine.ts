@@ -7,7 +7,7 @@ import { DEFAULT_POOL, type Json, type JsonObject, type Playbook, type Step, typ
 import { referencesName, renderValue } from '../../playbook/template/index.js';
 import type { Command, Decision, EngineEvent, EngineInput, HandleOptions, StartInput } from './contract.js';
 import { TERMINAL_STATUSES } from './contract.js';
-import { baseContext, keepBase, patchStepResult, patchVars, resultView, stepContext, takeBase, type BaseContext } from './context.js';
+import { asCompleted, baseContext, keepBase, patchStepResult, patchVars, resultView, stepContext, takeBase, type BaseContext } from './context.js';
 import { caseEnding, evalCase, hasCase, type Acts, type CaseEnding } from './case-actions.js';
 import { backoffDelay, legacyPage, mergeTool, numbers, retryPolicies, BACKOFF_KEYS, DEFAULT_RETRY_ATTEMPTS, type CallView, type FollowUp, type ItemBinding } from './call-chain.js';
 import { ExecutionError, StepError, errMsg, render, renderTool } from './render.js';
@@ -382,9 +382,15 @@ class Builder {
     let ended = false;
     this.guard(name, () => {
       if (hasCase(def, 'step.exit')) {
-        const ctx = stepContext(this.base(), this.s, {
+        // The rule decides the step's transitions, which the spec orders after step_completed and
+        // the step's vars: it sees both as they will be (from the computed result; a `result`
+        // action of the rule itself changes what step_completed and vars_set then record).
+        const base = this.base();
+        const completed = (ctx: Record<string, unknown>, vars: JsonObject) => asCompleted(ctx, base, name, computed, vars, this.input.externalVars);
+        const vars = def.vars ? this.renderVars(def, completed(stepContext(base, this.s, { step: name, result: resultView(computed) }), {})).variables : {};
+        const ctx = completed(stepContext(base, this.s, {
           run: this.s.runs[name], step: name, event: { name: 'step.exit', payload: { result: computed } }, result: resultView(computed),
-        });
+        }), vars);
         const acts = evalCase(def, 'step.exit', ctx);
         if (acts) ended = this.applyActs(def, acts, 'step.exit', null);
       }
@@ -403,7 +409,15 @@ class Builder {
   }
 
   processVars(def: Step, result: Json): void {
-    const ctx = stepContext(this.base(), this.s, { step: def.step, result: resultView(result) });
+    // step_completed has patched the base: the step's result is visible by name
+    const { variables, errors } = this.renderVars(def, stepContext(this.base(), this.s, { step: def.step, result: resultView(result) }));
+    const payload: JsonObject = { variables, source_step: def.step, var_type: 'step_result' };
+    if (errors.length) payload.errors = errors;
+    this.emit({ name: 'vars_set', step: def.step, payload });
+  }
+
+  /** The step's vars block rendered in `ctx`. A var that fails to render is left out, with its error. */
+  renderVars(def: Step, ctx: Record<string, unknown>): { variables: JsonObject; errors: JsonObject[] } {
     const variables: JsonObject = {};
     const errors: JsonObject[] = [];
     for (const [key, tpl] of Object.entries(def.vars ?? {})) {
@@ -413,9 +427,7 @@ class Builder {
         errors.push({ name: key, message: `Failed to render var '${key}': ${errMsg(e)}` });
       }
     }
-    const payload: JsonObject = { variables, source_step: def.step, var_type: 'step_result' };
-    if (errors.length) payload.errors = errors;
-    this.emit({ name: 'vars_set', step: def.step, payload });
+    return { variables, errors };
   }
 
   structuralTargets(def: Step, run: RunState, result: Json): RenderedTarget[] {

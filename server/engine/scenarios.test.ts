@@ -522,6 +522,53 @@ workflow:
     },
   },
   {
+    name: 'a step.exit rule sees the vars its step sets and its result by name (step_completed, vars, then transitions)',
+    yaml: `
+workflow:
+  - step: fetch
+    tool: {kind: python, code: "x"}
+    vars:
+      total: "{{ result.count }}"
+      doubled: "{{ fetch.count * 2 }}"
+    case:
+      - when: "{{ event.name == 'step.exit' and vars.total > 2 }}"
+        then:
+          next: [{step: report, args: {total: "{{ vars.total }}", bare: "{{ doubled }}", own: "{{ fetch.count }}", listed: "{{ results.fetch.count }}"}}]
+    next: [small]
+  - step: report
+  - step: small
+`,
+    worker: () => ({ response: { count: 3 } }),
+    status: 'completed',
+    steps: { fetch: 'completed', report: 'completed' },
+    check: (r) => {
+      expect(r.state.steps.small).toBeUndefined();
+      expect(evs(r, 'step.enter', 'report')[0].payload.args).toEqual({ total: 3, bare: 6, own: 3, listed: 3 });
+      // the events keep their order: the rule is recorded at step.exit, the vars after step_completed
+      expectSubsequence(r.events.map(evLabel), ['fetch:step.exit', 'fetch:case_applied', 'fetch:step_completed', 'fetch:vars_set', 'fetch:transition']);
+      expect(evs(r, 'vars_set', 'fetch')[0].payload.variables).toEqual({ total: 3, doubled: 6 });
+    },
+  },
+  {
+    name: 'a step.exit rule: variables set through the API still outrank the step\'s own vars',
+    yaml: `
+workflow:
+  - step: fetch
+    tool: {kind: python, code: "x"}
+    vars: {total: "{{ result.count }}"}
+    case:
+      - when: "{{ event.name == 'step.exit' }}"
+        then:
+          next: [{step: report, args: {total: "{{ total }}", via: "{{ vars.total }}"}}]
+  - step: report
+`,
+    opts: { externalVars: { total: 100 } },
+    worker: () => ({ response: { count: 3 } }),
+    status: 'completed',
+    steps: { fetch: 'completed', report: 'completed' },
+    check: (r) => expect(evs(r, 'step.enter', 'report')[0].payload.args).toEqual({ total: 100, via: 100 }),
+  },
+  {
     name: 'an entry without event.name and without call data applies to step.exit',
     yaml: `
 workflow:
