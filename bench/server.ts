@@ -4,7 +4,7 @@
  * appends the events and inserts the next queue row in one transaction), and take the next
  * notification from the in-process broker. No tool runs: what is left is the server's own work.
  * Then the same chains with eager dispatch, the worker's default: call.done carries claim_next and
- * its answer is the next command, leased.
+ * its answer is the next command, leased; for those it also prints this process's CPU per step.
  * The client is the worker's (PlayflowClient over its pooled undici transport) and the server has
  * the production execution hooks (vars, keychain), as `server start` wires them.
  *
@@ -91,6 +91,7 @@ async function main() {
     // Eager dispatch, as the worker runs a chain: call.done with claim_next answers with the next
     // command already leased (one request and one transaction per step).
     const eager: number[] = [];
+    const cpu0 = process.cpuUsage();
     for (let run = 0; run <= RUNS; run++) {
       const started = await client.run({ path: 'bench/chain', payload: {} });
       const [msg] = await core.broker.fetch({ max: 1, expiresMs: 5000 });
@@ -109,7 +110,11 @@ async function main() {
       await expectCompleted(started.execution_id);
     }
     const etx = { n: gc.transactions - tx.n, ms: gc.ms - tx.ms };
+    // CPU, not latency, is what issue 16 compares with the peers; this process is the server and its client
+    const cpu = process.cpuUsage(cpu0);
+    const eagerSteps = (RUNS + 1) * STEPS;
     console.log(`server per step (claim + events + next command, as the worker does it: call.done with claim_next; HTTP, PostgreSQL on this machine): median ${quantile(eager, 0.5)} ms, p90 ${quantile(eager, 0.9)} ms, p99 ${quantile(eager, 0.99)} ms over ${eager.length} steps, ${etx.n} transactions of ${(etx.ms / etx.n).toFixed(2)} ms mean (issue 16's goal: ≤ 1.5 ms median)`);
+    console.log(`  CPU per eager step of this process (server + its HTTP client): user ${(cpu.user / 1000 / eagerSteps).toFixed(2)} ms, system ${(cpu.system / 1000 / eagerSteps).toFixed(2)} ms`);
     for (const line of classic) console.log(line);
   } finally {
     await app.close();
