@@ -28,6 +28,7 @@ import { ScheduleService } from './schedules/service.js';
 import { ScheduleTicker } from './schedules/ticker.js';
 import { Admitter } from './executions/limits.js';
 import { sweepRetention } from './store/retention.js';
+import { forgetOffline } from './store/runtime.js';
 import { Sweeper, type SweeperTask } from './sweeper.js';
 import { type Logger, silentLogger } from '../common/logger.js';
 
@@ -169,6 +170,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
     intervalMs: config.sweeperIntervalMs, republishAfterMs: config.republishAfterMs, heartbeatMs: config.heartbeatMs,
     tasks: [
       ...(config.sweeperTasks?.(db) ?? []),
+      { name: 'runtime-prune', intervalMs: 600_000, run: () => forgetOffline(db.pool) },
       ...(config.retentionDays ? [{ name: 'retention', intervalMs: 60_000, run: () => sweepRetention(db.pool, config.retentionDays!) }] : []),
     ],
   });

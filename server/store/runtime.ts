@@ -30,6 +30,19 @@ export async function list(q: Queryable): Promise<RuntimeEntry[]> {
 }
 
 /**
+ * Registrations with no heartbeat for a day are forgotten (the sweeper's runtime-prune task): a
+ * stopped process is listed as offline (`live: false`) until then, and a process that comes back
+ * registers again with its next heartbeat. Without this the list grew by one row per process
+ * start that used a new name (pids in worker and server names).
+ */
+export const RUNTIME_FORGET_SECONDS = 24 * 3600;
+
+export async function forgetOffline(q: Queryable, seconds = RUNTIME_FORGET_SECONDS): Promise<number> {
+  const { rowCount } = await q.query('DELETE FROM runtime WHERE last_heartbeat < now() - make_interval(secs => $1)', [seconds]);
+  return rowCount ?? 0;
+}
+
+/**
  * Servers other than `self` that heartbeat within the last `seconds` and whose registration does
  * not list `feature` in `info.features` (servers of a version without it).
  */

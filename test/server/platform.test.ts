@@ -9,6 +9,7 @@ import { createServerCore } from '../../server/core.js';
 import { createSqlReader, SQL_READER_ROLE, type SqlReader } from '../../server/store/sql-reader.js';
 import { createTestDatabase } from '../helpers/pg.js';
 import { RUNTIME_LIVE_SECONDS } from '../../common/contract/limits.js';
+import { RUNTIME_FORGET_SECONDS } from '../../server/store/runtime.js';
 import { simplePlaybook, startTestServer, type TestServer } from './helpers.js';
 
 const TOKEN = 'test-token-123';
@@ -148,6 +149,17 @@ describe('runtime registry', () => {
     await s.call('POST', '/api/runtime/heartbeat', { kind: 'worker', name: 'pool-gone' });
     const again = (await s.call('GET', '/api/runtime')).json().runtimes.find((r: { name: string }) => r.name === 'pool-gone');
     expect(again.live).toBe(true);
+  });
+
+  it('the sweeper forgets a registration after a day without heartbeats, not before', async () => {
+    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-day-gone' });
+    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-offline' });
+    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-day-gone'`, [RUNTIME_FORGET_SECONDS + 60]);
+    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-offline'`, [RUNTIME_FORGET_SECONDS - 600]);
+    await s.core.sweeper.tick(); // a first pass runs every task
+    const names = (await s.call('GET', '/api/runtime')).json().runtimes.map((r: { name: string }) => r.name);
+    expect(names).not.toContain('pool-day-gone');
+    expect(names).toContain('pool-offline');
   });
 
   it('bad kind or missing name: 400', async () => {
