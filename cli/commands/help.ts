@@ -87,6 +87,7 @@ export const EXAMPLES: Record<string, string[]> = {
     'playflow execution rerun 4821',
     'playflow execution rerun 4821 --payload @input.json --wait',
   ],
+  'worker list': ['playflow worker list', 'playflow worker list -o json'],
   'worker start': [
     'SERVER_API_URL=http://playflow:8082 BROKER_URL=nats://nats:4222 playflow worker start --v2',
     'playflow worker start --v2 --concurrency 16 --metrics-port 9090',

@@ -1,9 +1,12 @@
 /**
  * `playflow worker start --v2 [--concurrency N] [--server URL]`: a worker of the v2 messaging
  * model (JetStream notifications, commands claimed through the server). Settings: worker/config.ts.
+ * `playflow worker list`: the servers and workers registered with the server, online or offline.
  */
 import type { Command } from 'commander';
 import { ConfigError, parsePort } from '../../common/config.js';
+import { table } from '../output.js';
+import { action, apiOptions, clientFrom, printBody, type ApiOptions } from './common.js';
 
 interface StartOptions {
   v2?: boolean;
@@ -18,6 +21,14 @@ interface StartOptions {
 
 export function register(program: Command): void {
   const worker = program.command('worker').description('Workers: run the tools of queued commands');
+  apiOptions(worker.command('list').description('Servers and workers registered with the server: online while they heartbeat (60 s), offline after'))
+    .action(action(async (opts: ApiOptions) => {
+      const res = await clientFrom(opts).listRuntime();
+      if (printBody(opts, res)) return;
+      process.stdout.write(table(['kind', 'name', 'status', 'pool', 'last heartbeat'],
+        res.runtimes.map((r) => [r.kind, r.name, r.live ? 'online' : 'offline', r.kind === 'worker' ? String(r.info?.pool ?? '') : '', `${Math.round(r.heartbeat_age_seconds)} s ago`]),
+        'No servers or workers registered.'));
+    }));
   worker
     .command('start')
     .description('Start a worker (env: SERVER_API_URL, BROKER_URL, WORKER_CONCURRENCY, WORKER_METRICS_PORT, …)')
