@@ -135,11 +135,15 @@ describe('runtime registry', () => {
     expect(pool.heartbeat_age_seconds).toBeLessThan(RUNTIME_LIVE_SECONDS);
   });
 
+  /** A worker registered through the API whose last heartbeat was `secondsAgo` seconds ago. */
+  async function registeredAgo(name: string, secondsAgo: number): Promise<void> {
+    await s.call('POST', '/api/runtime/register', { kind: 'worker', name });
+    await s.core.db.pool.query('UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = $2', [secondsAgo, name]);
+  }
+
   it('a registration whose heartbeats stopped is listed as not live, with its age by the database clock', async () => {
-    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-gone' });
-    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-late' });
-    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-gone'`, [RUNTIME_LIVE_SECONDS + 240]);
-    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-late'`, [RUNTIME_LIVE_SECONDS - 20]);
+    await registeredAgo('pool-gone', RUNTIME_LIVE_SECONDS + 240);
+    await registeredAgo('pool-late', RUNTIME_LIVE_SECONDS - 20);
     const byName = new Map((await s.call('GET', '/api/runtime')).json().runtimes.map((r: { name: string }) => [r.name, r]));
     expect(byName.get('pool-gone')).toMatchObject({ live: false });
     expect((byName.get('pool-gone') as { heartbeat_age_seconds: number }).heartbeat_age_seconds).toBeGreaterThanOrEqual(RUNTIME_LIVE_SECONDS + 240);
@@ -152,10 +156,8 @@ describe('runtime registry', () => {
   });
 
   it('the sweeper forgets a registration after a day without heartbeats, not before', async () => {
-    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-day-gone' });
-    await s.call('POST', '/api/runtime/register', { kind: 'worker', name: 'pool-offline' });
-    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-day-gone'`, [RUNTIME_FORGET_SECONDS + 60]);
-    await s.core.db.pool.query(`UPDATE runtime SET last_heartbeat = now() - make_interval(secs => $1) WHERE name = 'pool-offline'`, [RUNTIME_FORGET_SECONDS - 600]);
+    await registeredAgo('pool-day-gone', RUNTIME_FORGET_SECONDS + 60);
+    await registeredAgo('pool-offline', RUNTIME_FORGET_SECONDS - 600);
     await s.core.sweeper.tick(); // a first pass runs every task
     const names = (await s.call('GET', '/api/runtime')).json().runtimes.map((r: { name: string }) => r.name);
     expect(names).not.toContain('pool-day-gone');
