@@ -2,8 +2,8 @@
 import { Background, Controls, Handle, MarkerType, Position, ReactFlow, type Edge, type Node, type NodeProps } from '@xyflow/react';
 import { useMemo } from 'react';
 import { layout, NODE_HEIGHT, NODE_WIDTH } from '../model/graph.js';
-import { shownState, type NodeState, type StepSummary } from '../model/steps.js';
-import { TERMINAL, type Playbook } from '../types.js';
+import { shownState, stateLabel, type NodeState, type StepSummary } from '../model/steps.js';
+import type { Execution, Playbook } from '../types.js';
 
 type StepData = { name: string; kind: string; state: NodeState; progress?: string; childLink?: string; selected: boolean };
 
@@ -25,14 +25,10 @@ function StepNode({ data }: NodeProps<Node<StepData>>) {
 
 const nodeTypes = { step: StepNode };
 
-export function stateLabel(state: string): string {
-  return state === 'not-run' ? 'not run' : state;
-}
-
 export function WorkflowGraph({ playbook, steps, selected, onSelect, childLinks, executionStatus }: {
   playbook: Playbook;
   /** The execution's status: once it has ended, steps that never ran show `not run`. */
-  executionStatus?: string;
+  executionStatus?: Execution['status'];
   steps?: Map<string, StepSummary>;
   selected?: string;
   onSelect?: (step: string) => void;
@@ -53,7 +49,7 @@ export function WorkflowGraph({ playbook, steps, selected, onSelect, childLinks,
       data: {
         name: n.id,
         kind: n.loop ? `${n.kind} · loop` : n.kind,
-        state: shownState(s?.state ?? 'pending', executionStatus, TERMINAL),
+        state: shownState(s?.state ?? 'pending', executionStatus),
         progress: loop ? `${loop.done}/${loop.total}` : undefined,
         childLink: childLinks?.[n.id],
         selected: selected === n.id,

@@ -3,7 +3,7 @@
  * progress (items done / items), and its calls (one per command: issued, claimed, done), in one
  * pass so a 10,000-event log folds in milliseconds.
  */
-import type { EventView, Execution, Json } from '../types.js';
+import { TERMINAL, type EventView, type Execution, type Json } from '../types.js';
 
 export type NodeState = 'pending' | 'queued' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled' | 'not-run';
 
@@ -11,8 +11,13 @@ export type NodeState = 'pending' | 'queued' | 'running' | 'completed' | 'failed
  * A step with no run in an execution that has ended never will run (a branch not taken, a step
  * after a failure): `not-run`, not `pending`, which reads as "about to start".
  */
-export function shownState(state: NodeState, executionStatus: string | undefined, terminal: readonly string[]): NodeState {
-  return state === 'pending' && executionStatus !== undefined && terminal.includes(executionStatus) ? 'not-run' : state;
+export function shownState(state: NodeState, executionStatus: Execution['status'] | undefined): NodeState {
+  return state === 'pending' && executionStatus !== undefined && TERMINAL.includes(executionStatus) ? 'not-run' : state;
+}
+
+/** A state as words: `not-run` (a CSS class and a data attribute) reads "not run". */
+export function stateLabel(state: NodeState): string {
+  return state === 'not-run' ? 'not run' : state;
 }
 
 export interface Call {

@@ -11,11 +11,11 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, ApiError, encodePath, q } from '../api.js';
-import { stateLabel, WorkflowGraph } from '../components/Graph.js';
+import { WorkflowGraph } from '../components/Graph.js';
 import { duration, ErrorBox, Json, Status, when } from '../components/Json.js';
 import { PagedList, VirtualList } from '../components/Virtual.js';
 import { redact } from '../model/redact.js';
-import { emptySummary, foldEvents, shownState, summaryFromCounts, varsSet, type Call, type StepCounts, type StepSummary } from '../model/steps.js';
+import { emptySummary, foldEvents, shownState, stateLabel, summaryFromCounts, varsSet, type Call, type StepCounts, type StepSummary } from '../model/steps.js';
 import { BASE, Link, navigate } from '../router.js';
 import { TERMINAL, type CatalogEntry, type EventView, type EventsPage, type Execution, type Json as JsonValue, type Playbook } from '../types.js';
 
@@ -297,7 +297,7 @@ export function ExecutionView({ id }: { id: string }) {
   const step = useMemo(() => {
     if (!current) return undefined;
     const base = summary.steps.get(current) ?? emptySummary(current);
-    const state = shownState(base.state, ex?.status, TERMINAL);
+    const state = shownState(base.state, ex?.status);
     const detail = foldEvents(stepEvents.events, ex).steps.get(current);
     return detail ? { ...detail, state, loop: base.loop, error: detail.error ?? base.error, result: detail.result ?? base.result } : { ...base, state };
   }, [current, summary, stepEvents.events, ex]);
