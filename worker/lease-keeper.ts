@@ -8,9 +8,15 @@
  *
  * The timer stops by itself once a check finds nothing held, so a worker between commands (a
  * chain's next step arrives within a millisecond) does not stop and start it at every step.
+ *
+ * A beat that failed (the server or its database briefly away) is tried again at the next check,
+ * then backing off to the interval: waiting a whole interval lost the lease after three failures
+ * in a row, while the server's sweeper, retrying every second, reclaims it at once.
  */
 export class LeaseKeeper<K> {
   private readonly due = new Map<K, number>();
+  /** Beats failed in a row, per key (none: the last one went through). */
+  private readonly failures = new Map<K, number>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly everyMs: number, private readonly beat: (key: K) => void, private readonly now: () => number = Date.now) {}
@@ -18,14 +24,29 @@ export class LeaseKeeper<K> {
   /** Start (or restart) keeping `key`'s lease: its first beat is due `everyMs` from now. */
   hold(key: K): void {
     this.due.set(key, this.now() + this.everyMs);
+    this.failures.delete(key);
     if (!this.timer) {
-      this.timer = setInterval(() => this.check(), Math.max(1, Math.floor(this.everyMs / 4)));
+      this.timer = setInterval(() => this.check(), this.quarter());
       this.timer.unref();
     }
   }
 
   release(key: K): void {
     this.due.delete(key);
+    this.failures.delete(key);
+  }
+
+  /** The beat of `key` went through: the next one is an interval after it. */
+  beaten(key: K): void {
+    this.failures.delete(key);
+  }
+
+  /** The beat of `key` failed: try again a quarter interval from now, doubling up to the interval. */
+  failed(key: K): void {
+    if (!this.due.has(key)) return; // released meanwhile
+    const n = (this.failures.get(key) ?? 0) + 1;
+    this.failures.set(key, n);
+    this.due.set(key, this.now() + Math.min(this.everyMs, this.quarter() * 2 ** (n - 1)));
   }
 
   get size(): number {
@@ -35,8 +56,13 @@ export class LeaseKeeper<K> {
   /** Stops the timer (shutdown); held keys are forgotten. */
   close(): void {
     this.due.clear();
+    this.failures.clear();
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+  }
+
+  private quarter(): number {
+    return Math.max(1, Math.floor(this.everyMs / 4));
   }
 
   private check(): void {

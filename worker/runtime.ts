@@ -578,6 +578,7 @@ export class WorkerRuntime {
     f.msg.working();
     try {
       await this.o.client.heartbeat(cmd.queue_id, { worker_id: this.workerId, lease_token: cmd.lease_token, lease_seconds: this.leaseSeconds });
+      if (f.cmd === cmd) this.leases.beaten(f);
     } catch (err) {
       if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
         f.reason ??= 'lease_lost';
@@ -585,6 +586,7 @@ export class WorkerRuntime {
       } else {
         if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
         this.log.debug({ queue_id: cmd.queue_id, err: (err as Error).message }, 'lease heartbeat failed; will retry');
+        if (f.cmd === cmd) this.leases.failed(f); // soon: the lease runs out after a few intervals
       }
     }
   }

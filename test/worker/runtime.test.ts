@@ -72,6 +72,7 @@ beforeAll(async () => {
   api = await startHttpServer((req, res) => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
     if (req.url === '/slow') { slowHits++; setTimeout(() => json(res, 200, { slow: true }), 600); return; }
+    if (req.url === '/nap') { setTimeout(() => json(res, 200, { napped: true }), 2500); return; }
     if (req.url === '/broken') return json(res, 500, { oops: true });
     if (req.url.startsWith('/gate/')) {
       // answers in groups of GATE: the calls of a group finish together
@@ -127,6 +128,13 @@ metadata: { name: slow, path: w/slow }
 workflow:
   - step: start
     tool: { kind: http, endpoint: "${api.url}/slow" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: nap, path: w/nap }
+workflow:
+  - step: start
+    tool: { kind: http, endpoint: "${api.url}/nap" }
 `);
   await reg(`apiVersion: playflow.io/v2
 kind: Playbook
@@ -338,6 +346,38 @@ describe('worker runtime against the real server', () => {
       const started = events.filter((e) => e.name === 'action_started');
       expect(started).toHaveLength(8);
       expect(started.every((e) => (e.payload as { worker_id?: string }).worker_id === 'w-together')).toBe(true);
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a lease heartbeat that failed is tried again before the next interval', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    // each attempt: when it went out and when it came back; the first one fails as a 503 would
+    const beats: Array<{ sent: number; back: number; ok: boolean }> = [];
+    const client: WorkerClient = {
+      ...recordingClient(c).client,
+      heartbeat: async (q, r) => {
+        const sent = performance.now();
+        const fail = beats.length === 0;
+        const answer = fail ? Promise.reject(new ApiError(503, 'db_unavailable', 'the database connection was lost or refused')) : c.heartbeat(q, r);
+        try {
+          return await answer;
+        } finally {
+          beats.push({ sent, back: performance.now(), ok: !fail });
+        }
+      },
+    };
+    const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-beat', concurrency: 1, python: false, heartbeatSeconds: 1 });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/nap', payload: {} });
+      expect((await terminal(c, run.execution_id)).status).toBe('completed');
+      // the beat 1 s into the 2.5 s call fails; the next goes a quarter interval later, not a whole one
+      expect(beats.length).toBeGreaterThanOrEqual(2);
+      expect(beats[0].ok).toBe(false);
+      expect(beats[1].ok).toBe(true);
+      expect(beats[1].sent - beats[0].back).toBeLessThan(800);
     } finally {
       await rt.stop();
     }
