@@ -581,6 +581,11 @@ export class WorkerRuntime {
       if (f.cmd === cmd) this.leases.beaten(f);
     } catch (err) {
       if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
+        // An answer about a command this slot has finished with (its call.done went through
+        // while the beat was out, and the server handed over the next) says nothing about the
+        // command it runs now: aborting that one dropped its result, and the command ran again
+        // once its lease ran out.
+        if (f.cmd !== cmd) return;
         f.reason ??= 'lease_lost';
         f.ac.abort(new Error(`lease lost: ${err.code}`));
       } else {

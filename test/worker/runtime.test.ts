@@ -23,6 +23,7 @@ let app: FastifyInstance;
 let base: string;
 let api: LocalServer;
 let slowHits = 0;
+let napHits = 0;
 const GATE = 4;
 const gate: Array<() => void> = [];
 let tokenCalls = 0;
@@ -72,6 +73,7 @@ beforeAll(async () => {
   api = await startHttpServer((req, res) => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
     if (req.url === '/slow') { slowHits++; setTimeout(() => json(res, 200, { slow: true }), 600); return; }
+    if (req.url === '/nap') napHits++;
     if (req.url === '/nap') { setTimeout(() => json(res, 200, { napped: true }), 2500); return; }
     if (req.url === '/broken') return json(res, 500, { oops: true });
     if (req.url.startsWith('/gate/')) {
@@ -134,6 +136,16 @@ kind: Playbook
 metadata: { name: nap, path: w/nap }
 workflow:
   - step: start
+    tool: { kind: http, endpoint: "${api.url}/nap" }
+`);
+  await reg(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: slow_then_nap, path: w/slow_then_nap }
+workflow:
+  - step: first
+    tool: { kind: http, endpoint: "${api.url}/slow" }
+    next: second
+  - step: second
     tool: { kind: http, endpoint: "${api.url}/nap" }
 `);
   await reg(`apiVersion: playflow.io/v2
@@ -378,6 +390,49 @@ describe('worker runtime against the real server', () => {
       expect(beats[0].ok).toBe(false);
       expect(beats[1].ok).toBe(true);
       expect(beats[1].sent - beats[0].back).toBeLessThan(800);
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('a late heartbeat answer about the command a slot finished does not abort the next one it was handed', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    // The first command's beat is answered only after its call.done went through: 410, as the
+    // server answers a beat of a finished command. The slot runs the second command by then.
+    let firstQueue: string | undefined;
+    let firstReported!: () => void;
+    const reported = new Promise<void>((r) => (firstReported = r));
+    const client: WorkerClient = {
+      ...recordingClient(c).client,
+      claim: async (q, r) => {
+        const cmd = await c.claim(q, r);
+        firstQueue ??= String(cmd.queue_id);
+        return cmd;
+      },
+      heartbeat: async (q, r) => {
+        if (String(q) !== firstQueue) return c.heartbeat(q, r);
+        await reported;
+        await new Promise((res) => setTimeout(res, 300)); // the second command is running
+        return c.heartbeat(q, r); // 410 finished
+      },
+      sendEvents: async (e, o) => {
+        const ack = await c.sendEvents(e, o);
+        if ((Array.isArray(e) ? e : [e]).some((ev) => String(ev.queue_id) === firstQueue)) firstReported();
+        return ack;
+      },
+    };
+    const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-late-beat', concurrency: 1, python: false, heartbeatSeconds: 0.2 });
+    await rt.start();
+    try {
+      const before = napHits;
+      const run = await c.run({ path: 'w/slow_then_nap', payload: {} });
+      const done = await terminal(c, run.execution_id);
+      expect(done.status).toBe('completed');
+      const events = (await c.getEvents(run.execution_id)).events;
+      // the second step was handed over with the first one's call.done and ran once, to the end
+      expect(events.filter((e) => e.name === 'action_started').map((e) => [e.step, (e.payload as { delivery: number }).delivery]))
+        .toEqual([['first', 1], ['second', 1]]);
+      expect(napHits - before).toBe(1);
     } finally {
       await rt.stop();
     }
