@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import { ConfigError, parsePort } from '../../common/config.js';
 import { table } from '../output.js';
-import { action, apiOptions, clientFrom, printBody, type ApiOptions } from './common.js';
+import { action, apiOptions, clientFrom, printBody, wholeNumber, type ApiOptions } from './common.js';
 
 interface StartOptions {
   v2?: boolean;
@@ -46,13 +46,10 @@ export function register(program: Command): void {
         if (opts.broker) env.BROKER_URL = opts.broker;
         if (opts.workerId) env.WORKER_ID = opts.workerId;
         if (opts.pool) env.WORKER_POOL = opts.pool;
-        if (opts.grace) env.WORKER_SHUTDOWN_GRACE_SECONDS = opts.grace;
+        if (opts.grace !== undefined) env.WORKER_SHUTDOWN_GRACE_SECONDS = String(wholeNumber(opts.grace, '--grace'));
         if (opts.metricsPort !== undefined) env.WORKER_METRICS_PORT = String(parsePort(opts.metricsPort, '--metrics-port'));
-        if (opts.concurrency !== undefined) {
-          const n = Number(opts.concurrency);
-          if (!Number.isInteger(n) || n < 1) throw new ConfigError('--concurrency', `expected a positive integer, got ${JSON.stringify(opts.concurrency)}`);
-          env.WORKER_CONCURRENCY = String(n);
-        }
+        // `Number` read `1e1` as 10 and `0x10` as 16: digits only, as every numeric option of the CLI
+        if (opts.concurrency !== undefined) env.WORKER_CONCURRENCY = String(wholeNumber(opts.concurrency, '--concurrency', 1));
         const { loadWorkerConfig } = await import('../../worker/config.js');
         const config = loadWorkerConfig(env, opts.server ? { serverUrl: opts.server } : {});
         if (config.metricsPort === 0) (config as { metricsPort?: number }).metricsPort = undefined;

@@ -44,6 +44,17 @@ describe('numeric CLI options', () => {
     expect(r.code).toBe(1);
   });
 
+  it.each([
+    [['--concurrency', '1e1'], '--concurrency must be a whole number of at least 1, got "1e1"'],
+    [['--concurrency', '0x10'], '--concurrency must be a whole number of at least 1, got "0x10"'],
+    [['--concurrency', '0'], '--concurrency must be a whole number of at least 1, got "0"'],
+    [['--grace', '30s'], '--grace must be a whole number, got "30s"'],
+  ])('worker start %j is refused naming the option, before it connects anywhere', async (args, message) => {
+    const r = await cli(['worker', 'start', ...args, '--broker', 'nats://127.0.0.1:9', '--server', 'http://127.0.0.1:9']);
+    expect(r.stderr).toBe(`error: cannot start the worker: ${message}\n`);
+    expect(r.code).toBe(1);
+  });
+
   it('operator start refuses a --metrics-port that is not a port', async () => {
     const r = await cli(['operator', 'start', '--metrics-port', '80a']);
     expect(r.stderr).toContain('--metrics-port: expected a port number 0-65535, got "80a"');
