@@ -96,7 +96,7 @@ describe('WorkerPool validation (fake API server + stub Playflow server)', { tim
         spec: { statefulSetName: 'gpu-workers', pool: 'gpu', minReplicas: 1, maxReplicas: 10, targetQueueDepthPerReplica: 20, pollIntervalSeconds: HOUR },
       });
       await eventually(() => expect(replicas(ns, 'gpu-workers')).toBe(3)); // ceil(60 / 20), not ceil(400 / 20)
-      expect(kube.getObject('workerpools', ns, 'gpu')!.status.queueDepth).toBe(60);
+      await eventually(() => expect(kube.getObject('workerpools', ns, 'gpu')!.status?.queueDepth).toBe(60)); // written after the scale
       expect(proxy.requests.some((r) => r.path === '/api/queue/stats?pool=gpu')).toBe(true);
     } finally {
       stub.stats = { queued: 0, leased: 0, delayed: 0, oldest_age_seconds: 0 };
@@ -124,8 +124,12 @@ describe('WorkerPool validation (fake API server + stub Playflow server)', { tim
 
       bump(ns, 'pool', { maxReplicas: 11 }); // one more reconcile: the second failure in a row
       await eventually(() => expect(replicas(ns, 'workers')).toBe(2));
-      const second = kube.getObject('workerpools', ns, 'pool')!;
-      expect(second.status.queueReadFailures).toBe(2);
+      // the reconcile scales first and writes the pool's status after: wait for that write too
+      const second = await eventually(() => {
+        const o = kube.getObject('workerpools', ns, 'pool')!;
+        expect(o.status.queueReadFailures).toBe(2);
+        return o;
+      });
       expect(condition(second, 'Ready')!.message).toContain('using fallbackReplicas 2');
     } finally {
       proxy.failing.clear();
@@ -133,8 +137,11 @@ describe('WorkerPool validation (fake API server + stub Playflow server)', { tim
     stub.stats = { queued: 60, leased: 0, delayed: 0, oldest_age_seconds: 1 };
     bump(ns, 'pool', { maxReplicas: 12 });
     await eventually(() => expect(replicas(ns, 'workers')).toBe(3));
-    const back = kube.getObject('workerpools', ns, 'pool')!;
-    expect(back.status.queueReadFailures).toBe(0);
+    const back = await eventually(() => {
+      const o = kube.getObject('workerpools', ns, 'pool')!;
+      expect(o.status.queueReadFailures).toBe(0);
+      return o;
+    });
     expect(condition(back, 'Ready')?.status).toBe('True');
   });
 });
