@@ -402,6 +402,7 @@ describe('worker runtime against the real server', () => {
     let firstQueue: string | undefined;
     let firstReported!: () => void;
     const reported = new Promise<void>((r) => (firstReported = r));
+    const lateAnswers: number[] = [];
     const client: WorkerClient = {
       ...recordingClient(c).client,
       claim: async (q, r) => {
@@ -413,7 +414,12 @@ describe('worker runtime against the real server', () => {
         if (String(q) !== firstQueue) return c.heartbeat(q, r);
         await reported;
         await new Promise((res) => setTimeout(res, 300)); // the second command is running
-        return c.heartbeat(q, r); // 410 finished
+        try {
+          return await c.heartbeat(q, r);
+        } catch (err) {
+          if (err instanceof ApiError) lateAnswers.push(err.status);
+          throw err;
+        }
       },
       sendEvents: async (e, o) => {
         const ack = await c.sendEvents(e, o);
@@ -433,6 +439,9 @@ describe('worker runtime against the real server', () => {
       expect(events.filter((e) => e.name === 'action_started').map((e) => [e.step, (e.payload as { delivery: number }).delivery]))
         .toEqual([['first', 1], ['second', 1]]);
       expect(napHits - before).toBe(1);
+      // the case happened: a beat of the first command was answered 410 while the second ran
+      await waitFor(async () => lateAnswers.length > 0);
+      expect(lateAnswers.every((s) => s === 410)).toBe(true);
     } finally {
       await rt.stop();
     }
