@@ -580,19 +580,20 @@ export class WorkerRuntime {
       await this.o.client.heartbeat(cmd.queue_id, { worker_id: this.workerId, lease_token: cmd.lease_token, lease_seconds: this.leaseSeconds });
       if (f.cmd === cmd) this.leases.beaten(f);
     } catch (err) {
-      if (err instanceof ApiError && (err.status === 409 || err.status === 410)) {
-        // An answer about a command this slot has finished with (its call.done went through
-        // while the beat was out, and the server handed over the next) says nothing about the
-        // command it runs now: aborting that one dropped its result, and the command ran again
-        // once its lease ran out.
-        if (f.cmd !== cmd) return;
-        f.reason ??= 'lease_lost';
-        f.ac.abort(new Error(`lease lost: ${err.code}`));
-      } else {
+      const lost = err instanceof ApiError && (err.status === 409 || err.status === 410);
+      if (!lost) {
         if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
         this.log.debug({ queue_id: cmd.queue_id, err: (err as Error).message }, 'lease heartbeat failed; will retry');
-        if (f.cmd === cmd) this.leases.failed(f); // soon: the lease runs out after a few intervals
       }
+      // An answer about a command this slot has finished with (its call.done went through while
+      // the beat was out, and the server handed over the next) says nothing about the command it
+      // runs now: aborting that one dropped its result, and the command ran again once its lease
+      // ran out.
+      if (f.cmd !== cmd) return;
+      if (lost) {
+        f.reason ??= 'lease_lost';
+        f.ac.abort(new Error(`lease lost: ${(err as ApiError).code}`));
+      } else this.leases.failed(f); // soon: the lease runs out after a few intervals
     }
   }
 
