@@ -73,8 +73,7 @@ beforeAll(async () => {
   api = await startHttpServer((req, res) => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
     if (req.url === '/slow') { slowHits++; setTimeout(() => json(res, 200, { slow: true }), 600); return; }
-    if (req.url === '/nap') napHits++;
-    if (req.url === '/nap') { setTimeout(() => json(res, 200, { napped: true }), 2500); return; }
+    if (req.url === '/nap') { napHits++; setTimeout(() => json(res, 200, { napped: true }), 2500); return; }
     if (req.url === '/broken') return json(res, 500, { oops: true });
     if (req.url.startsWith('/gate/')) {
       // answers in groups of GATE: the calls of a group finish together
