@@ -30,6 +30,7 @@ import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../common/protocol.js';
 import { parsePort } from '../../common/config.js';
+import { tuneV8Tiering } from '../../common/v8-tiering.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
 import { CliError, action, parseJsonObject, playbookLanguage, printJson, println, readPlaybookFile } from './common.js';
 
@@ -222,6 +223,7 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
     throw new CliError('--payload needs a playbook file: playflow dev <file.yaml> --payload <json>');
   }
   const payload = await parseJsonObject(opts.payload ?? '{}', '--payload');
+  tuneV8Tiering(process.env);
 
   const { startDev, defaultDataDir } = await import('../dev/run.js');
   const dataDir = opts.dataDir ? path.resolve(opts.dataDir) : defaultDataDir();

@@ -4,6 +4,7 @@
  * or port is unavailable.
  */
 import type { Command } from 'commander';
+import { tuneV8Tiering } from '../../common/v8-tiering.js';
 import { ConfigError, loadConfig, parsePort } from '../../server/config.js';
 
 export function register(program: Command): void {
@@ -21,6 +22,7 @@ export function register(program: Command): void {
         const env = { ...process.env };
         if (overrides.port !== undefined) env.PORT = String(overrides.port); // keeps the default serverUrl on the chosen port
         const config = loadConfig(env, overrides);
+        tuneV8Tiering(env);
         const { startServer } = await import('../../server/main.js');
         await startServer({ config });
       } catch (err) {

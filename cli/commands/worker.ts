@@ -5,6 +5,7 @@
  */
 import type { Command } from 'commander';
 import { ConfigError, parsePort } from '../../common/config.js';
+import { tuneV8Tiering } from '../../common/v8-tiering.js';
 import { table } from '../output.js';
 import { action, apiOptions, clientFrom, printBody, wholeNumber, type ApiOptions } from './common.js';
 
@@ -53,6 +54,7 @@ export function register(program: Command): void {
         const { loadWorkerConfig } = await import('../../worker/config.js');
         const config = loadWorkerConfig(env, opts.server ? { serverUrl: opts.server } : {});
         if (config.metricsPort === 0) (config as { metricsPort?: number }).metricsPort = undefined;
+        tuneV8Tiering(env);
         const { startWorker } = await import('../../worker/main.js');
         await startWorker({ config });
       } catch (err) {

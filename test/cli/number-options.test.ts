@@ -60,4 +60,13 @@ describe('numeric CLI options', () => {
     expect(r.stderr).toContain('--metrics-port: expected a port number 0-65535, got "80a"');
     expect(r.code).toBe(1);
   });
+
+  it.each([
+    [['server', 'start', '--host', '127.0.0.1', '--port', '9'], 'server'],
+    [['worker', 'start', '--broker', 'nats://127.0.0.1:9', '--server', 'http://127.0.0.1:9'], 'worker'],
+  ])('%j refuses a PLAYFLOW_V8_INTERRUPT_BUDGET that is not bytes, naming it, before it connects anywhere', async (args, what) => {
+    const r = await cli(args, { PLAYFLOW_V8_INTERRUPT_BUDGET: '8k', DATABASE_URL: 'postgres://nobody@127.0.0.1:9/none' });
+    expect(r.stderr).toBe(`error: cannot start the ${what}: invalid setting PLAYFLOW_V8_INTERRUPT_BUDGET: expected bytes of bytecode from 1024 to 100000000, or "default" for V8's own, got "8k"\n`);
+    expect(r.code).toBe(1);
+  });
 });
