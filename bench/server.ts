@@ -23,12 +23,14 @@ import { createServerFetch } from '../worker/server-fetch.js';
 import { chainPlaybook } from '../server/executions/testkit.js';
 import { silentLogger } from '../common/logger.js';
 import { parseBool } from '../common/config.js';
+import { tuneV8Tiering } from '../common/v8-tiering.js';
 
 const STEPS = Number(process.argv[2] ?? 100);
 const RUNS = Number(process.argv[3] ?? 3);
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 async function main() {
+  tuneV8Tiering(process.env); // as `server start` does (PLAYFLOW_V8_INTERRUPT_BUDGET=default for V8's own)
   const name = `pfbench_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   await admin.connect();

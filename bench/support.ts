@@ -11,6 +11,7 @@ import { startHarness } from '../test/conformance/harness.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
+import { tuneV8Tiering } from '../common/v8-tiering.js';
 
 
 export interface BenchStack {
@@ -29,6 +30,8 @@ export async function startStack(opts: { workers?: number; concurrency?: number;
   // The sweeper runs at the server's default pace so it does not weigh on the figures.
   // PLAYFLOW_* settings of the bench's own environment reach the server (A/B runs of a switch)
   const fromEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('PLAYFLOW_')));
+  // the server runs in this process: tiered as `server start` tiers it (the workers' CLI does it itself)
+  tuneV8Tiering(process.env);
   const h = await startHarness({ workers: opts.workers ?? 1, concurrency: opts.concurrency, sweeperIntervalMs: 10_000, serverEnv: { ...fromEnv, ...opts.serverEnv } });
   // The benchmark's client (run + status polling) lives in the server's process: give it the
   // worker's cheap keep-alive transport so it takes as little of the server's CPU as it can.
