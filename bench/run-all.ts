@@ -13,6 +13,7 @@ const benches: Array<[string, string[]]> = [
   ['fibo.js', ['5']],
   ['http-loop.js', ['1000', '64']],
   ['executions.js', ['--executions', '500', '--clients', '32']],
+  ['tiering.js', []],
   ['reads.js', ['3000']],
   ['templates.js', []],
   ['console-open.js', ['5']],

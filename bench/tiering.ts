@@ -1,0 +1,190 @@
+/**
+ * V8's tiering budget (PLAYFLOW_V8_INTERRUPT_BUDGET) on fresh processes: two stacks side by side,
+ * each `playflow server start` and `playflow worker start` (the built CLI) on a database and
+ * JetStream names of its own, seat A with one budget and seat B with another. Every round runs a
+ * 40-step chain (python, then http against a local server) on both seats, in alternating order,
+ * so the machine's drift between runs, larger on this VM than the effect, weighs on both alike;
+ * a second session swaps the budgets' seats, so the seats' own difference cancels out. The
+ * schedule is the peers' W1: a few rounds of warm-up, then the measured rounds, so the processes
+ * are about as young as there. Prints per kind the median CPU per step under each budget (server,
+ * worker and its interpreters, the database's backends) and the effect of budget b against a.
+ *
+ *   npm run build && node dist/bench/tiering.js [--a default] [--b 8192] [--rounds 9] [--warmup 3]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { PlayflowClient } from '../client/http.js';
+import { freePort } from '../cli/dev/embedded-db.js';
+import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
+import { BROKER_URL, uniqueBrokerNames } from '../test/helpers/nats.js';
+import { pgCpu, type PgCpu } from './pg-cpu.js';
+import { processCpuMs } from './proc-cpu.js';
+
+const { values: args } = parseArgs({
+  options: { a: { type: 'string', default: 'default' }, b: { type: 'string', default: '8192' }, rounds: { type: 'string', default: '9' }, warmup: { type: 'string', default: '3' } },
+});
+const STEPS = 40;
+const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'index.js');
+
+function chain(kind: 'python' | 'http', targetUrl: string): string {
+  const name = (i: number) => (i === 1 ? 'start' : `step_${i}`);
+  const prev = (i: number) => (i === 1 ? '{{ payload.c | default(0) }}' : `{{ ${name(i - 1)}.c }}`);
+  const steps = Array.from({ length: STEPS }, (_, k) => {
+    const i = k + 1;
+    const next = i < STEPS ? `\n    next: ${name(i + 1)}` : '';
+    const tool = kind === 'python'
+      ? `      kind: python\n      code: |\n        def main(n, c):\n            a, b = 0, 1\n            for _ in range(n):\n                a, b = b, a + b\n            return {"fib": a, "c": c + 1}\n      args: { n: 10, c: "${prev(i)}" }`
+      : `      kind: http\n      method: GET\n      endpoint: "${targetUrl}/inc"\n      params: { c: "${prev(i)}" }`;
+    return `  - step: ${name(i)}\n    tool:\n${tool}${next}`;
+  });
+  return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: tier_${kind}, path: bench/tier_${kind} }\nworkflow:\n${steps.join('\n')}\n`;
+}
+
+/** pid and every descendant of it (the worker's python interpreters). */
+function withDescendants(pid: number): number[] {
+  const parent = new Map<number, number>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const s = readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) for (const [child, p] of parent) if (p === out[i]) out.push(child);
+  return out;
+}
+
+interface Seat {
+  name: string;
+  budget: string;
+  client: PlayflowClient;
+  db: TestDatabase;
+  pg: PgCpu;
+  procs: ChildProcess[];
+}
+
+async function startSeat(name: string, budget: string): Promise<Seat> {
+  const db = await createTestDatabase(`pftier_${name.toLowerCase()}`);
+  const broker = uniqueBrokerNames(`TIER_${name}`);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, BROKER_URL,
+    BROKER_STREAM: broker.stream, BROKER_SUBJECT: broker.subject, BROKER_CONSUMER: broker.consumer,
+    PORT: String(port), HOST: '127.0.0.1', SERVER_API_URL: url, LOG_LEVEL: 'warn',
+    PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'), PLAYFLOW_V8_INTERRUPT_BUDGET: budget,
+  };
+  const server = spawn(process.execPath, [CLI, 'server', 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  for (const until = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 100))) {
+    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
+    if (server.exitCode !== null || Date.now() > until) throw new Error(`seat ${name}: the server did not start`);
+  }
+  const worker = spawn(process.execPath, [CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
+  return { name, budget, client: new PlayflowClient({ baseUrl: url }), db, pg: await pgCpu(db.url), procs: [server, worker] };
+}
+
+async function stopSeat(s: Seat): Promise<void> {
+  await Promise.all(s.procs.map((p) => new Promise<void>((resolve) => {
+    if (p.exitCode !== null || p.signalCode !== null) return resolve();
+    p.once('exit', () => resolve());
+    p.kill('SIGTERM');
+    setTimeout(() => p.kill('SIGKILL'), 5000).unref();
+  })));
+  await s.pg.close();
+  await s.db.drop();
+}
+
+/** One execution start to end (the run request's long poll); CPU per step of the seat's processes and backends. */
+async function runOnce(s: Seat, playbookPath: string): Promise<{ cpu: number; wall: number }> {
+  const pids = s.procs.flatMap((p) => withDescendants(p.pid!));
+  const cpu0 = new Map(pids.map((p) => [p, processCpuMs(p)]));
+  const pg0 = await s.pg.read();
+  const t0 = performance.now();
+  let x: { status: string; execution_id: string; error?: unknown } = await s.client.run({ path: playbookPath, payload: {} }, { wait: 60 });
+  while (!['completed', 'failed', 'cancelled'].includes(x.status)) x = await s.client.getExecution(x.execution_id, { wait: 60 });
+  const wall = performance.now() - t0;
+  if (x.status !== 'completed') throw new Error(`seat ${s.name}: ${playbookPath} ${x.status} ${JSON.stringify(x.error)}`);
+  let cpu = s.pg.since(pg0, await s.pg.read());
+  // an interpreter retired meanwhile took its CPU with it; one started meanwhile counts from zero
+  for (const p of new Set([...pids, ...s.procs.flatMap((c) => withDescendants(c.pid!))])) {
+    const now = processCpuMs(p);
+    if (Number.isFinite(now)) cpu += now - (cpu0.get(p) ?? 0);
+  }
+  return { cpu: cpu / STEPS, wall };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+interface SessionResult { kind: 'python' | 'http'; cpuA: number; cpuB: number; cpu: number; wall: number }
+
+/** Both seats started fresh with these budgets; per kind the medians and the median ratios B/A. */
+async function session(budgetA: string, budgetB: string, rounds: number, warmup: number, targetUrl: string): Promise<SessionResult[]> {
+  const seats = [await startSeat('A', budgetA), await startSeat('B', budgetB)];
+  try {
+    for (const s of seats) for (const kind of ['python', 'http'] as const) await s.client.registerPlaybook(chain(kind, targetUrl));
+    const rows: Record<string, Array<Record<string, { cpu: number; wall: number }>>> = { python: [], http: [] };
+    for (let r = 0; r < warmup + rounds; r++) {
+      for (const kind of ['python', 'http'] as const) {
+        const order = r % 2 ? seats : [...seats].reverse();
+        const got: Record<string, { cpu: number; wall: number }> = {};
+        for (const s of order) got[s.name] = await runOnce(s, `bench/tier_${kind}`);
+        if (r >= warmup) rows[kind].push(got);
+      }
+    }
+    return (['python', 'http'] as const).map((kind) => {
+      const rs = rows[kind];
+      return {
+        kind,
+        cpuA: median(rs.map((x) => x.A!.cpu)),
+        cpuB: median(rs.map((x) => x.B!.cpu)),
+        cpu: median(rs.map((x) => x.B!.cpu / x.A!.cpu)),
+        wall: median(rs.map((x) => x.B!.wall / x.A!.wall)),
+      };
+    });
+  } finally {
+    for (const s of seats) await stopSeat(s);
+  }
+}
+
+async function main() {
+  const rounds = Number(args.rounds);
+  const warmup = Number(args.warmup);
+  const target: Server = createServer((req, res) => {
+    const c = Number(new URL(req.url!, 'http://x').searchParams.get('c'));
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ c: c + 1 }));
+  });
+  await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+  const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
+  try {
+    // The seats are not alike (which process started first, which database): the second session
+    // swaps the budgets, so ratio1/ratio2 is the budgets' effect squared and ratio1*ratio2 the
+    // seats' bias squared.
+    const first = await session(args.a!, args.b!, rounds, warmup, targetUrl);
+    const second = await session(args.b!, args.a!, rounds, warmup, targetUrl);
+    const f = (x: number) => x.toFixed(2);
+    console.log(`tiering: budget ${args.b} against ${args.a}; two sessions of two fresh stacks side by side (the budgets swap seats in the second), each ${warmup} rounds of warm-up, then ${rounds}; a ${STEPS}-step chain per kind and seat each round`);
+    for (let i = 0; i < first.length; i++) {
+      const [x, y] = [first[i]!, second[i]!];
+      console.log(`${x.kind}: CPU per step ${args.a} ${f(x.cpuA)} / ${f(y.cpuB)} ms, ${args.b} ${f(x.cpuB)} / ${f(y.cpuA)} ms; ` +
+        `${args.b} ÷ ${args.a}: CPU ${f(Math.sqrt(x.cpu / y.cpu))}, wall ${f(Math.sqrt(x.wall / y.wall))} (seat B ÷ seat A: CPU ${f(Math.sqrt(x.cpu * y.cpu))})`);
+    }
+  } finally {
+    target.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
