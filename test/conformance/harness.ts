@@ -15,7 +15,7 @@ import { loadConfig } from '../../server/config.js';
 import { createLogger } from '../../common/logger.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
-import { BROKER_URL, uniqueBrokerNames } from '../helpers/nats.js';
+import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../helpers/nats.js';
 
 const twoUp = fileURLToPath(new URL('../..', import.meta.url));
 /** The repository, whether this module runs from the sources (tests) or from dist/ (benchmarks). */
@@ -162,6 +162,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       );
       await server.stop();
       await db.drop();
+      await deleteStream(names.stream);
     },
   };
 }

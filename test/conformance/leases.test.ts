@@ -21,10 +21,11 @@ import { loadConfig, type ServerConfig } from '../../server/config.js';
 import { createLogger } from '../../common/logger.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
-import { BROKER_URL, uniqueBrokerNames } from '../helpers/nats.js';
+import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../helpers/nats.js';
 import { CLI } from './harness.js';
 
 let db: TestDatabase;
+let names: ReturnType<typeof uniqueBrokerNames> | undefined;
 let server: RunningServer | null = null;
 let config: ServerConfig & { sweeperIntervalMs: number };
 let env: NodeJS.ProcessEnv;
@@ -103,7 +104,7 @@ const killAll = () => Promise.all(workers.map((w) => new Promise<void>((resolve)
 
 beforeAll(async () => {
   db = await createTestDatabase('pflease');
-  const names = uniqueBrokerNames('LEASE');
+  names = uniqueBrokerNames('LEASE');
   const port = await freePort();
   env = {
     PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, BROKER_URL,
@@ -133,6 +134,7 @@ afterAll(async () => {
   await server?.stop();
   await new Promise((r) => api?.close(r));
   await db?.drop();
+  if (names) await deleteStream(names.stream);
 });
 
 describe('leases', () => {

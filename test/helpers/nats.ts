@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 
 export const BROKER_URL = process.env.BROKER_URL ?? 'nats://127.0.0.1:4222';
 
@@ -10,4 +12,21 @@ export function uniqueBrokerNames(prefix = 'T') {
     subject: `flow.commands.${id.toLowerCase()}`,
     consumer: `worker-pool-${id.toLowerCase()}`,
   };
+}
+
+/**
+ * Deletes a stream of uniqueBrokerNames once its suite is done: the streams are file-backed on
+ * the machine's NATS, which CI shares with later runs, and one left per suite added up to
+ * hundreds. A stream already gone, or a broker that is down, is not an error here.
+ */
+export async function deleteStream(stream: string): Promise<void> {
+  const nc = await connect({ servers: BROKER_URL }).catch(() => null);
+  if (!nc) return;
+  try {
+    await (await jetstreamManager(nc)).streams.delete(stream);
+  } catch {
+    // already gone
+  } finally {
+    await nc.close();
+  }
 }

@@ -6,10 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { connect } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
 import { createTestDatabase, type TestDatabase } from './pg.js';
-import { BROKER_URL, uniqueBrokerNames } from './nats.js';
+import { BROKER_URL, deleteStream, uniqueBrokerNames } from './nats.js';
 import { createServerCore, type ServerCore } from '../../server/core.js';
 import { buildApp } from '../../server/app/index.js';
 import { createSecretsServices } from '../../server/secrets/index.js';
@@ -48,13 +46,7 @@ export async function startSecureStack(opts: { name: string; logger?: PinoLogger
     async close() {
       await app.close();
       await core.close();
-      const nc = await connect({ servers: BROKER_URL });
-      try {
-        await (await jetstreamManager(nc)).streams.delete(names.stream);
-      } catch {
-        /* stream already gone */
-      }
-      await nc.close();
+      await deleteStream(names.stream);
       await tdb.drop();
     },
   };
