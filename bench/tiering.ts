@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { PlayflowClient } from '../client/http.js';
 import { freePort } from '../cli/dev/embedded-db.js';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
-import { BROKER_URL, uniqueBrokerNames } from '../test/helpers/nats.js';
+import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../test/helpers/nats.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
 
@@ -68,6 +68,7 @@ interface Seat {
   budget: string;
   client: PlayflowClient;
   db: TestDatabase;
+  stream: string;
   pg: PgCpu;
   procs: ChildProcess[];
 }
@@ -90,7 +91,7 @@ async function startSeat(name: string, budget: string): Promise<Seat> {
   }
   const worker = spawn(process.execPath, [CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
   await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
-  return { name, budget, client: new PlayflowClient({ baseUrl: url }), db, pg: await pgCpu(db.url), procs: [server, worker] };
+  return { name, budget, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs: [server, worker] };
 }
 
 async function stopSeat(s: Seat): Promise<void> {
@@ -102,6 +103,7 @@ async function stopSeat(s: Seat): Promise<void> {
   })));
   await s.pg.close();
   await s.db.drop();
+  await deleteStream(s.stream);
 }
 
 /** One execution start to end (the run request's long poll); CPU per step of the seat's processes and backends. */
