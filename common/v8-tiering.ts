@@ -5,9 +5,10 @@
  * validation, the engine, the store, pg), each once or twice. V8 hands a function to its optimizing
  * compiler after it has run about three times `--interrupt-budget` (66 KB) of bytecode, so with
  * V8's default a fresh process needs about 2,000 steps before that path leaves the baseline tier,
- * and until then a step costs about twice the CPU. A server that sees a few executions a minute
+ * and every step until then pays for that tier. A server that sees a few executions a minute
  * never gets there. A budget of 8 KB gets there within a few hundred steps; the price is compiling
- * some functions that would otherwise never have been (bench figures: README, Hot path).
+ * some functions that would otherwise never have been (figures: bench/tiering.ts, README
+ * "Optimized early").
  */
 import v8 from 'node:v8';
 import { ConfigError, envValue, type Env } from './config.js';
