@@ -25,6 +25,7 @@ import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
 import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../test/helpers/nats.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
+import { runWaiting } from './support.js';
 
 const { values: args } = parseArgs({
   options: { a: { type: 'string', default: 'default' }, b: { type: 'string', default: '8192' }, rounds: { type: 'string', default: '9' }, warmup: { type: 'string', default: '3' } },
@@ -65,7 +66,6 @@ function withDescendants(pid: number): number[] {
 
 interface Seat {
   name: string;
-  budget: string;
   client: PlayflowClient;
   db: TestDatabase;
   stream: string;
@@ -91,7 +91,7 @@ async function startSeat(name: string, budget: string): Promise<Seat> {
   }
   const worker = spawn(process.execPath, [CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
   await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
-  return { name, budget, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs: [server, worker] };
+  return { name, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs: [server, worker] };
 }
 
 async function stopSeat(s: Seat): Promise<void> {
@@ -111,11 +111,8 @@ async function runOnce(s: Seat, playbookPath: string): Promise<{ cpu: number; wa
   const pids = s.procs.flatMap((p) => withDescendants(p.pid!));
   const cpu0 = new Map(pids.map((p) => [p, processCpuMs(p)]));
   const pg0 = await s.pg.read();
-  const t0 = performance.now();
-  let x: { status: string; execution_id: string; error?: unknown } = await s.client.run({ path: playbookPath, payload: {} }, { wait: 60 });
-  while (!['completed', 'failed', 'cancelled'].includes(x.status)) x = await s.client.getExecution(x.execution_id, { wait: 60 });
-  const wall = performance.now() - t0;
-  if (x.status !== 'completed') throw new Error(`seat ${s.name}: ${playbookPath} ${x.status} ${JSON.stringify(x.error)}`);
+  const { wall, status, error } = await runWaiting(s.client, playbookPath);
+  if (status !== 'completed') throw new Error(`seat ${s.name}: ${playbookPath} ${status} ${JSON.stringify(error)}`);
   let cpu = s.pg.since(pg0, await s.pg.read());
   // an interpreter retired meanwhile took its CPU with it; one started meanwhile counts from zero
   for (const p of new Set([...pids, ...s.procs.flatMap((c) => withDescendants(c.pid!))])) {
