@@ -10,6 +10,7 @@ const benches: Array<[string, string[]]> = [
   ['engine.js', []],
   ['python.js', ['500']],
   ['server.js', ['100', '3']],
+  ['decision-write.js', []],
   ['fibo.js', ['5']],
   ['http-loop.js', ['1000', '64']],
   ['executions.js', ['--executions', '500', '--clients', '32']],
