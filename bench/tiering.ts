@@ -9,7 +9,11 @@
  * are about as young as there. Prints per kind the median CPU per step under each budget (server,
  * worker and its interpreters, the database's backends) and the effect of budget b against a.
  *
- *   npm run build && node dist/bench/tiering.js [--a default] [--b 8192] [--rounds 9] [--warmup 3]
+ * `--flags-a` / `--flags-b` add node command-line flags to a seat's server and worker (V8 options
+ * that cannot be set from inside a process, such as `--max-semi-space-size`); the peak resident
+ * memory of each seat's server and worker is printed beside the CPU.
+ *
+ *   npm run build && node dist/bench/tiering.js [--a default] [--b 8192] [--flags-a=''] [--flags-b='--max-semi-space-size=32'] [--rounds 9] [--warmup 3]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -28,7 +32,11 @@ import { processCpuMs } from './proc-cpu.js';
 import { runWaiting } from './support.js';
 
 const { values: args } = parseArgs({
-  options: { a: { type: 'string', default: 'default' }, b: { type: 'string', default: '8192' }, rounds: { type: 'string', default: '9' }, warmup: { type: 'string', default: '3' } },
+  options: {
+    a: { type: 'string', default: 'default' }, b: { type: 'string', default: '8192' },
+    'flags-a': { type: 'string', default: '' }, 'flags-b': { type: 'string', default: '' },
+    rounds: { type: 'string', default: '9' }, warmup: { type: 'string', default: '3' },
+  },
 });
 const STEPS = 40;
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'index.js');
@@ -64,6 +72,25 @@ function withDescendants(pid: number): number[] {
   return out;
 }
 
+/** A seat's configuration: the tiering budget and node flags of its server and worker. */
+interface Setting {
+  budget: string;
+  flags: string[];
+}
+const settingA: Setting = { budget: args.a!, flags: args['flags-a']!.split(/\s+/).filter(Boolean) };
+const settingB: Setting = { budget: args.b!, flags: args['flags-b']!.split(/\s+/).filter(Boolean) };
+const label = (s: Setting) => [s.budget, ...s.flags].join(' ');
+
+/** Peak resident memory of a process in MiB (VmHWM), NaN when unreadable. */
+function peakRssMiB(pid: number): number {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
 interface Seat {
   name: string;
   client: PlayflowClient;
@@ -73,7 +100,7 @@ interface Seat {
   procs: ChildProcess[];
 }
 
-async function startSeat(name: string, budget: string): Promise<Seat> {
+async function startSeat(name: string, setting: Setting): Promise<Seat> {
   const db = await createTestDatabase(`pftier_${name.toLowerCase()}`);
   const broker = uniqueBrokerNames(`TIER_${name}`);
   const port = await freePort();
@@ -82,14 +109,14 @@ async function startSeat(name: string, budget: string): Promise<Seat> {
     PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, BROKER_URL,
     BROKER_STREAM: broker.stream, BROKER_SUBJECT: broker.subject, BROKER_CONSUMER: broker.consumer,
     PORT: String(port), HOST: '127.0.0.1', SERVER_API_URL: url, LOG_LEVEL: 'warn',
-    PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'), PLAYFLOW_V8_INTERRUPT_BUDGET: budget,
+    PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'), PLAYFLOW_V8_INTERRUPT_BUDGET: setting.budget,
   };
-  const server = spawn(process.execPath, [CLI, 'server', 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const server = spawn(process.execPath, [...setting.flags, CLI, 'server', 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
   for (const until = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 100))) {
     if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
     if (server.exitCode !== null || Date.now() > until) throw new Error(`seat ${name}: the server did not start`);
   }
-  const worker = spawn(process.execPath, [CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const worker = spawn(process.execPath, [...setting.flags, CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
   await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
   return { name, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs: [server, worker] };
 }
@@ -125,10 +152,12 @@ async function runOnce(s: Seat, playbookPath: string): Promise<{ cpu: number; wa
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface SessionResult { kind: 'python' | 'http'; cpuA: number; cpuB: number; cpu: number; wall: number }
+/** Peak resident MiB of each seat's server and worker at the end of a session. */
+type PeakRss = Record<'A' | 'B', { server: number; worker: number }>;
 
 /** Both seats started fresh with these budgets; per kind the medians and the median ratios B/A. */
-async function session(budgetA: string, budgetB: string, rounds: number, warmup: number, targetUrl: string): Promise<SessionResult[]> {
-  const seats = [await startSeat('A', budgetA), await startSeat('B', budgetB)];
+async function session(a: Setting, b: Setting, rounds: number, warmup: number, targetUrl: string): Promise<{ results: SessionResult[]; rss: PeakRss }> {
+  const seats = [await startSeat('A', a), await startSeat('B', b)];
   try {
     for (const s of seats) for (const kind of ['python', 'http'] as const) await s.client.registerPlaybook(chain(kind, targetUrl));
     const rows: Record<string, Array<Record<string, { cpu: number; wall: number }>>> = { python: [], http: [] };
@@ -140,7 +169,9 @@ async function session(budgetA: string, budgetB: string, rounds: number, warmup:
         if (r >= warmup) rows[kind].push(got);
       }
     }
-    return (['python', 'http'] as const).map((kind) => {
+    const rssOf = (s: Seat) => ({ server: peakRssMiB(s.procs[0]!.pid!), worker: peakRssMiB(s.procs[1]!.pid!) });
+    const rss = { A: rssOf(seats[0]!), B: rssOf(seats[1]!) };
+    const results = (['python', 'http'] as const).map((kind) => {
       const rs = rows[kind];
       return {
         kind,
@@ -150,6 +181,7 @@ async function session(budgetA: string, budgetB: string, rounds: number, warmup:
         wall: median(rs.map((x) => x.B!.wall / x.A!.wall)),
       };
     });
+    return { results, rss };
   } finally {
     for (const s of seats) await stopSeat(s);
   }
@@ -169,15 +201,19 @@ async function main() {
     // The seats are not alike (which process started first, which database): the second session
     // swaps the budgets, so ratio1/ratio2 is the budgets' effect squared and ratio1*ratio2 the
     // seats' bias squared.
-    const first = await session(args.a!, args.b!, rounds, warmup, targetUrl);
-    const second = await session(args.b!, args.a!, rounds, warmup, targetUrl);
+    const first = await session(settingA, settingB, rounds, warmup, targetUrl);
+    const second = await session(settingB, settingA, rounds, warmup, targetUrl);
     const f = (x: number) => x.toFixed(2);
-    console.log(`tiering: budget ${args.b} against ${args.a}; two sessions of two fresh stacks side by side (the budgets swap seats in the second), each ${warmup} rounds of warm-up, then ${rounds}; a ${STEPS}-step chain per kind and seat each round`);
-    for (let i = 0; i < first.length; i++) {
-      const [x, y] = [first[i]!, second[i]!];
-      console.log(`${x.kind}: CPU per step ${args.a} ${f(x.cpuA)} / ${f(y.cpuB)} ms, ${args.b} ${f(x.cpuB)} / ${f(y.cpuA)} ms; ` +
-        `${args.b} ÷ ${args.a}: CPU ${f(Math.sqrt(x.cpu / y.cpu))}, wall ${f(Math.sqrt(x.wall / y.wall))} (seat B ÷ seat A: CPU ${f(Math.sqrt(x.cpu * y.cpu))})`);
+    const [la, lb] = [label(settingA), label(settingB)];
+    console.log(`tiering: ${lb} against ${la}; two sessions of two fresh stacks side by side (the settings swap seats in the second), each ${warmup} rounds of warm-up, then ${rounds}; a ${STEPS}-step chain per kind and seat each round`);
+    for (let i = 0; i < first.results.length; i++) {
+      const [x, y] = [first.results[i]!, second.results[i]!];
+      console.log(`${x.kind}: CPU per step ${la} ${f(x.cpuA)} / ${f(y.cpuB)} ms, ${lb} ${f(x.cpuB)} / ${f(y.cpuA)} ms; ` +
+        `${lb} ÷ ${la}: CPU ${f(Math.sqrt(x.cpu / y.cpu))}, wall ${f(Math.sqrt(x.wall / y.wall))} (seat B ÷ seat A: CPU ${f(Math.sqrt(x.cpu * y.cpu))})`);
     }
+    const mib = (x: number) => x.toFixed(0);
+    console.log(`peak resident memory (server / worker, MiB): ${la} ${mib(first.rss.A.server)} / ${mib(first.rss.A.worker)} and ${mib(second.rss.B.server)} / ${mib(second.rss.B.worker)}; ` +
+      `${lb} ${mib(first.rss.B.server)} / ${mib(first.rss.B.worker)} and ${mib(second.rss.A.server)} / ${mib(second.rss.A.worker)}`);
   } finally {
     target.close();
   }
