@@ -11,6 +11,7 @@ const benches: Array<[string, string[]]> = [
   ['python.js', ['500']],
   ['server.js', ['100', '3']],
   ['decision-write.js', []],
+  ['pipelined-end.js', []],
   ['fibo.js', ['5']],
   ['http-loop.js', ['1000', '64']],
   ['executions.js', ['--executions', '500', '--clients', '32']],

@@ -1,0 +1,224 @@
+/**
+ * An execution's end as the server sends it today, against the same statements pipelined: what
+ * one extended-protocol exchange would save. A measurement for the next step of issue 16, not a
+ * code path of the server.
+ *
+ * Today (executions/lazy-tx.ts, decision-write.ts `ended`) the end costs two simple queries:
+ * `BEGIN; SELECT … FROM playflow_write_decision(<values inlined>)`, then the queue closed, the
+ * hooks' cleanup, NOTIFY and the open children with COMMIT. Their text is parsed and planned each
+ * time, with several KB of JSON inlined as literals.
+ *
+ * Pipelined: every statement is bound and prepared once per connection (Parse, then Bind,
+ * Describe and Execute for each), and ONE Sync ends them. PostgreSQL runs the statements before a
+ * Sync in one implicit transaction and commits at the Sync, so this is one round trip. node-postgres
+ * has no pipelining of its own, so `Pipeline` below is a Submittable (the extension point of
+ * pg-cursor). The speculative path would also need a write that raises when its guard does not hold,
+ * since an error is what skips the statements after it. Here the write runs without a guard, as
+ * under the lock.
+ *
+ * Each end runs on fresh state (an execution, its first event, its leased queue row) with
+ * synchronous_commit on. Prints the wall time, the backend's CPU and this process's CPU per end
+ * for both ways, in alternating rounds, and checks that every execution ended with its row closed.
+ *
+ *   npm run build && node dist/bench/pipelined-end.js [--ends 500] [--rounds 6]
+ *
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) names the server; the bench
+ * creates and drops a database of its own. Figures only; nothing asserts.
+ */
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { migrate } from '../server/store/migrate.js';
+import { WRITE_DECISION_SQL } from '../server/store/decision.js';
+import { processCpuMs } from './proc-cpu.js';
+
+const { values: args } = parseArgs({ options: { ends: { type: 'string', default: '500' }, rounds: { type: 'string', default: '6' } } });
+const ENDS = Number(args.ends);
+const ROUNDS = Number(args.rounds);
+for (const [k, v] of [['ends', ENDS], ['rounds', ROUNDS]] as const) {
+  if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
+}
+const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+interface Bound {
+  name: string;
+  text: string;
+  values: unknown[];
+}
+type Rows = Array<Record<string, string | null>>;
+/** node-postgres' `utils.prepareValue`, which its own Query hands to bind (not in its typings). */
+type ValueMapper = (value: unknown) => unknown;
+const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: ValueMapper };
+
+/** Bound statements and one Sync: one round trip, one implicit transaction. Resolves each statement's rows. */
+class Pipeline implements pg.Submittable {
+  private readonly results: Rows[] = [];
+  private fields: string[] = [];
+  private rows: Rows = [];
+  private error: Error | null = null;
+  readonly done: Promise<Rows[]>;
+  private settle!: { resolve: (r: Rows[]) => void; reject: (e: Error) => void };
+
+  constructor(private readonly statements: Bound[], private readonly valueMapper: ValueMapper) {
+    this.done = new Promise((resolve, reject) => { this.settle = { resolve, reject }; });
+  }
+
+  /** Called by the client when this is its active query. */
+  submit(connection: pg.Connection): void {
+    const parsed = preparedOn(connection);
+    const stream = connection.stream as unknown as { cork(): void; uncork(): void };
+    stream.cork();
+    for (const s of this.statements) {
+      if (!parsed.has(s.name)) {
+        connection.parse({ name: s.name, text: s.text, types: [] }, true);
+        parsed.add(s.name);
+      }
+      connection.bind({ statement: s.name, values: s.values, valueMapper: this.valueMapper } as pg.BindConfig, true);
+      connection.describe({ type: 'P', name: '' }, true);
+      connection.execute({ portal: '' }, true);
+    }
+    connection.sync();
+    stream.uncork();
+  }
+
+  handleRowDescription(msg: { fields: Array<{ name: string }> }): void {
+    this.fields = msg.fields.map((f) => f.name);
+    this.rows = [];
+  }
+
+  handleDataRow(msg: { fields: Array<string | null> }): void {
+    this.rows.push(Object.fromEntries(this.fields.map((f, i) => [f, msg.fields[i] ?? null])));
+  }
+
+  handleCommandComplete(): void {
+    this.results.push(this.rows);
+    this.fields = [];
+    this.rows = [];
+  }
+
+  handleError(err: Error): void {
+    this.error = err;
+  }
+
+  handleReadyForQuery(): void {
+    if (this.error) this.settle.reject(this.error);
+    else this.settle.resolve(this.results);
+  }
+
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+}
+
+/** The statements this bench has parsed on each connection (prepared statements are per session). */
+const parsedOn = new WeakMap<object, Set<string>>();
+function preparedOn(connection: object): Set<string> {
+  let s = parsedOn.get(connection);
+  if (!s) parsedOn.set(connection, (s = new Set()));
+  return s;
+}
+
+const CANCEL_OPEN = `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL WHERE execution_id = $1 AND status IN ('queued', 'leased')`;
+const OPEN_CHILDREN = `SELECT e.execution_id::text AS execution_id FROM execution e WHERE e.parent_execution_id = $1 AND e.status IN ('started', 'running') ORDER BY e.execution_id`;
+/** The secrets hooks' cleanup of a completed root execution (server/secrets/hooks.ts terminalSql). */
+const CLEANUP = [
+  `DELETE FROM keychain WHERE scope_type = 'local' AND execution_id = $1`,
+  `DELETE FROM auth_cache WHERE scope_type = 'execution' AND execution_id = $1`,
+  `DELETE FROM vars WHERE execution_id = $1`,
+  `DELETE FROM keychain WHERE scope_type = 'shared' AND execution_id = $1`,
+];
+
+const response = { id: 'f7174fca', data: { c: 17 }, status: 200, headers: { date: 'Fri, 04 Dec 2026 20:54:06 GMT', connection: 'keep-alive', 'content-type': 'application/json' } };
+const steps = { start: { runs: 1, result: response, status: 'completed' } };
+const events = [
+  { seq: 2, name: 'call.done', step: 'start', command_id: 1, payload: { meta: { attempt: 1, queue_id: '1', worker_id: 'w', duration_ms: 3 }, response } },
+  { seq: 3, name: 'action_completed', step: 'start', command_id: 1, payload: { effects: { done: { item: null, result: response } }, outcome: 'ok' } },
+  { seq: 4, name: 'step.exit', step: 'start', command_id: null, payload: { run: 1, result: response, superseded: [] } },
+  { seq: 5, name: 'step_completed', step: 'start', command_id: null, payload: { run: 1, result: response } },
+  { seq: 6, name: 'transition', step: 'start', command_id: null, payload: { from: 'start', targets: [] } },
+  { seq: 7, name: 'execution_completed', step: null, command_id: null, payload: { result: response } },
+];
+/** The end's write (store/decision.ts parameter order): its call.done, the row closed, the result, the snapshot; no guard. */
+const writeValues = (id: string): unknown[] => [
+  id, JSON.stringify(events), '[]', JSON.stringify([{ status: 'done', command_id: 1 }]), 'completed', JSON.stringify(response), null,
+  JSON.stringify(steps), true, 7, JSON.stringify({ status: 'completed', steps }), true, null, null, '{}', '{}', true, null, null, null, 0, '[]',
+];
+const literal = (v: unknown): string =>
+  v === null ? 'NULL' : typeof v === 'boolean' || typeof v === 'number' ? String(v) : `'${String(v).replaceAll("'", "''")}'`;
+
+async function main() {
+  const name = `pfbench_pe_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const url = ADMIN_URL.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
+  try {
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    await migrate(pool);
+    await pool.end();
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    const { rows: [{ pid }] } = await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    await c.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('b/c', 1, '', '{}', '')`);
+    await c.query(`PREPARE playflow_cancel_open(bigint) AS ${CANCEL_OPEN}; PREPARE playflow_open_children(bigint) AS ${OPEN_CHILDREN}`);
+
+    const fresh = async (): Promise<string> => {
+      const { rows: [{ id }] } = await c.query<{ id: string }>(`INSERT INTO execution (catalog_id, path, version, root_execution_id, status)
+        VALUES (1, 'b/c', 1, 0, 'running') RETURNING execution_id::text AS id`);
+      await c.query(`INSERT INTO event (execution_id, seq, name, payload) VALUES (${id}, 1, 'execution_started', '{}');
+        INSERT INTO queue (execution_id, command_id, step, command, status, attempts, worker_id, lease_token) VALUES (${id}, 1, 'start', '{}', 'leased', 1, 'w', 't')`);
+      return id;
+    };
+    const ways: Record<string, (id: string) => Promise<void>> = {
+      today: async (id) => {
+        await c.query(`BEGIN; ${WRITE_DECISION_SQL.replace(/\$(\d+)/g, (_, n: string) => literal(writeValues(id)[Number(n) - 1]))}`);
+        const lit = `${id}::bigint`;
+        await c.query(`EXECUTE playflow_cancel_open(${lit}); ${CLEANUP.map((d) => d.replace('$1', lit)).join('; ')}; ` +
+          `SELECT pg_notify('playflow_execution_ended', ${lit}::text); EXECUTE playflow_open_children(${lit}); COMMIT`);
+      },
+      pipelined: async (id) => {
+        const p = new Pipeline([
+          { name: 'pe_write', text: WRITE_DECISION_SQL, values: writeValues(id) },
+          { name: 'pe_cancel_open', text: CANCEL_OPEN, values: [id] },
+          ...CLEANUP.map((text, i) => ({ name: `pe_cleanup_${i}`, text, values: [id] })),
+          { name: 'pe_notify', text: 'SELECT pg_notify($1, $2)', values: ['playflow_execution_ended', id] },
+          { name: 'pe_open_children', text: OPEN_CHILDREN, values: [id] },
+        ], prepareValue);
+        c.query(p);
+        const [written] = await p.done;
+        if (written?.[0]?.current !== 't') throw new Error(`execution ${id}: the pipelined write did not apply`);
+      },
+    };
+    for (const f of Object.values(ways)) for (let i = 0; i < 50; i++) await f(await fresh());
+
+    const figures: Record<string, Array<{ wall: number; backend: number; client: number }>> = {};
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = Object.entries(ways);
+      if (round % 2) order.reverse();
+      for (const [way, end] of order) {
+        const ids: string[] = [];
+        for (let i = 0; i < ENDS; i++) ids.push(await fresh());
+        const [b0, m0, t0] = [processCpuMs(pid), processCpuMs(process.pid), performance.now()];
+        for (const id of ids) await end(id);
+        (figures[way] ??= []).push({ wall: (performance.now() - t0) / ENDS, backend: (processCpuMs(pid) - b0) / ENDS, client: (processCpuMs(process.pid) - m0) / ENDS });
+      }
+    }
+    const { rows: [check] } = await c.query<{ open: string; running: string }>(
+      `SELECT (SELECT count(*) FROM queue WHERE status IN ('queued', 'leased'))::text AS open, (SELECT count(*) FROM execution WHERE status <> 'completed')::text AS running`);
+    await c.end();
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+    console.log(`pipelined-end: an execution's end, ms per end (median of ${ROUNDS} rounds of ${ENDS}; synchronous_commit on)`);
+    for (const [way, f] of Object.entries(figures)) {
+      console.log(`  ${way.padEnd(9)} wall ${median(f.map((x) => x.wall)).toFixed(3)}, backend CPU ${median(f.map((x) => x.backend)).toFixed(3)}, client CPU ${median(f.map((x) => x.client)).toFixed(3)}`);
+    }
+    console.log(`  left open: ${check!.open} queue rows, ${check!.running} executions not completed (both 0: every end applied)`);
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
