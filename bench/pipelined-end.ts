@@ -1,20 +1,15 @@
 /**
- * An execution's end as the server sends it today, against the same statements pipelined: what
- * one extended-protocol exchange would save. A measurement for the next step of issue 16, not a
- * code path of the server.
+ * An execution's end as the server sent it until migration 360, against the pipeline it sends now
+ * (executions/lazy-tx.ts `writeAndEnd`, server/pipeline.ts).
  *
- * Today (executions/lazy-tx.ts, decision-write.ts `ended`) the end costs two simple queries:
- * `BEGIN; SELECT … FROM playflow_write_decision(<values inlined>)`, then the queue closed, the
- * hooks' cleanup, NOTIFY and the open children with COMMIT. Their text is parsed and planned each
- * time, with several KB of JSON inlined as literals.
+ * Before: two simple queries, `BEGIN; SELECT … FROM playflow_write_decision(<values inlined>)`,
+ * then the queue closed, the hooks' cleanup, NOTIFY and the open children with COMMIT. Their text
+ * was parsed and planned each time, with several KB of JSON inlined as literals.
  *
- * Pipelined: every statement is bound and prepared once per connection (Parse, then Bind,
- * Describe and Execute for each), and ONE Sync ends them. PostgreSQL runs the statements before a
- * Sync in one implicit transaction and commits at the Sync, so this is one round trip. node-postgres
- * has no pipelining of its own, so `Pipeline` below is a Submittable (the extension point of
- * pg-cursor). The speculative path would also need a write that raises when its guard does not hold,
- * since an error is what skips the statements after it. Here the write runs without a guard, as
- * under the lock.
+ * Now: every statement is bound and prepared once per connection, and ONE Sync ends them.
+ * PostgreSQL runs the statements before a Sync in one implicit transaction and commits at the
+ * Sync: one round trip. (The server's speculative write is `playflow_write_decision_or_stale`,
+ * which raises when its guard fails; here the write runs without a guard, as under the lock.)
  *
  * Each end runs on fresh state (an execution, its first event, its leased queue row) with
  * synchronous_commit on. Prints the wall time, the backend's CPU and this process's CPU per end
@@ -26,11 +21,11 @@
  * creates and drops a database of its own. Figures only; nothing asserts.
  */
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { migrate } from '../server/store/migrate.js';
 import { WRITE_DECISION_SQL } from '../server/store/decision.js';
+import { sendPipeline } from '../server/pipeline.js';
 import { processCpuMs } from './proc-cpu.js';
 
 const { values: args } = parseArgs({ options: { ends: { type: 'string', default: '500' }, rounds: { type: 'string', default: '6' } } });
@@ -40,83 +35,6 @@ for (const [k, v] of [['ends', ENDS], ['rounds', ROUNDS]] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-interface Bound {
-  name: string;
-  text: string;
-  values: unknown[];
-}
-type Rows = Array<Record<string, string | null>>;
-/** node-postgres' `utils.prepareValue`, which its own Query hands to bind (not in its typings). */
-type ValueMapper = (value: unknown) => unknown;
-const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: ValueMapper };
-
-/** Bound statements and one Sync: one round trip, one implicit transaction. Resolves each statement's rows. */
-class Pipeline implements pg.Submittable {
-  private readonly results: Rows[] = [];
-  private fields: string[] = [];
-  private rows: Rows = [];
-  private error: Error | null = null;
-  readonly done: Promise<Rows[]>;
-  private settle!: { resolve: (r: Rows[]) => void; reject: (e: Error) => void };
-
-  constructor(private readonly statements: Bound[], private readonly valueMapper: ValueMapper) {
-    this.done = new Promise((resolve, reject) => { this.settle = { resolve, reject }; });
-  }
-
-  /** Called by the client when this is its active query. */
-  submit(connection: pg.Connection): void {
-    const parsed = preparedOn(connection);
-    const stream = connection.stream as unknown as { cork(): void; uncork(): void };
-    stream.cork();
-    for (const s of this.statements) {
-      if (!parsed.has(s.name)) {
-        connection.parse({ name: s.name, text: s.text, types: [] }, true);
-        parsed.add(s.name);
-      }
-      connection.bind({ statement: s.name, values: s.values, valueMapper: this.valueMapper } as pg.BindConfig, true);
-      connection.describe({ type: 'P', name: '' }, true);
-      connection.execute({ portal: '' }, true);
-    }
-    connection.sync();
-    stream.uncork();
-  }
-
-  handleRowDescription(msg: { fields: Array<{ name: string }> }): void {
-    this.fields = msg.fields.map((f) => f.name);
-    this.rows = [];
-  }
-
-  handleDataRow(msg: { fields: Array<string | null> }): void {
-    this.rows.push(Object.fromEntries(this.fields.map((f, i) => [f, msg.fields[i] ?? null])));
-  }
-
-  handleCommandComplete(): void {
-    this.results.push(this.rows);
-    this.fields = [];
-    this.rows = [];
-  }
-
-  handleError(err: Error): void {
-    this.error = err;
-  }
-
-  handleReadyForQuery(): void {
-    if (this.error) this.settle.reject(this.error);
-    else this.settle.resolve(this.results);
-  }
-
-  handleEmptyQuery(): void {}
-  handlePortalSuspended(): void {}
-}
-
-/** The statements this bench has parsed on each connection (prepared statements are per session). */
-const parsedOn = new WeakMap<object, Set<string>>();
-function preparedOn(connection: object): Set<string> {
-  let s = parsedOn.get(connection);
-  if (!s) parsedOn.set(connection, (s = new Set()));
-  return s;
-}
 
 const CANCEL_OPEN = `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL WHERE execution_id = $1 AND status IN ('queued', 'leased')`;
 const OPEN_CHILDREN = `SELECT e.execution_id::text AS execution_id FROM execution e WHERE e.parent_execution_id = $1 AND e.status IN ('started', 'running') ORDER BY e.execution_id`;
@@ -170,23 +88,21 @@ async function main() {
       return id;
     };
     const ways: Record<string, (id: string) => Promise<void>> = {
-      today: async (id) => {
+      inlined: async (id) => {
         await c.query(`BEGIN; ${WRITE_DECISION_SQL.replace(/\$(\d+)/g, (_, n: string) => literal(writeValues(id)[Number(n) - 1]))}`);
         const lit = `${id}::bigint`;
         await c.query(`EXECUTE playflow_cancel_open(${lit}); ${CLEANUP.map((d) => d.replace('$1', lit)).join('; ')}; ` +
           `SELECT pg_notify('playflow_execution_ended', ${lit}::text); EXECUTE playflow_open_children(${lit}); COMMIT`);
       },
       pipelined: async (id) => {
-        const p = new Pipeline([
+        const [written] = await sendPipeline(c, [
           { name: 'pe_write', text: WRITE_DECISION_SQL, values: writeValues(id) },
           { name: 'pe_cancel_open', text: CANCEL_OPEN, values: [id] },
           ...CLEANUP.map((text, i) => ({ name: `pe_cleanup_${i}`, text, values: [id] })),
           { name: 'pe_notify', text: 'SELECT pg_notify($1, $2)', values: ['playflow_execution_ended', id] },
           { name: 'pe_open_children', text: OPEN_CHILDREN, values: [id] },
-        ], prepareValue);
-        c.query(p);
-        const [written] = await p.done;
-        if (written?.[0]?.current !== 't') throw new Error(`execution ${id}: the pipelined write did not apply`);
+        ]);
+        if (written?.rows[0]?.current !== true) throw new Error(`execution ${id}: the pipelined write did not apply`);
       },
     };
     for (const f of Object.values(ways)) for (let i = 0; i < 50; i++) await f(await fresh());

@@ -10,7 +10,7 @@ const INT8_OID = 20;
 const NUMERIC_OID = 1700;
 
 /** Type parsers of our pools: int8 and numeric stay strings, everything else as pg does. */
-const types = {
+export const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8_OID || oid === NUMERIC_OID) return (v: string) => v;
     return pg.types.getTypeParser(oid, format ?? 'text');

@@ -3,6 +3,7 @@
  * implementations (server/store/, server/executions/) provide. Routes stay thin; every rule about
  * executions, the queue and the catalog lives behind these interfaces.
  */
+import type { BoundStatement } from './pipeline.js';
 import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
@@ -191,6 +192,11 @@ export interface ExecutionHooks {
    * without it onExecutionTerminal is called.
    */
   onExecutionTerminalSql?(execution: TerminalExecution): string;
+  /**
+   * onExecutionTerminal as bound statements: the service sends them with the write that ends the
+   * execution in one pipeline (server/pipeline.ts). Optional; without it the SQL above is used.
+   */
+  onExecutionTerminalStatements?(execution: TerminalExecution): BoundStatement[];
 }
 
 /** What ExecutionHooks are told of an execution that reached a terminal status. */

@@ -181,6 +181,7 @@ export class DecisionBatch {
     const { row, inserted } = await this.s.writer.write(this.client, this.ctx, this.loaded, {
       state: this.state, events: this.events, commands: this.commands, closes: this.closes, now: this.now, leases: this.leases, claims: this.claims,
       touched: this.touched ? { from: this.start.steps, names: this.touched } : undefined,
+      ends: isTerminal(this.state.status) && !this.wasTerminal,
     });
     this.cacheVars();
     for (const c of inserted) {

@@ -16,6 +16,7 @@ import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
 import { idLiteral } from '../store/sql.js';
 import { canCommitWith } from '../db.js';
+import type { EndPipelining } from './lazy-tx.js';
 import { writeDecision, type ClaimLease, type CloseStatus, type EagerLease } from '../store/decision.js';
 import type { Children } from './children.js';
 import { isObject, isTerminal } from './helpers.js';
@@ -47,6 +48,8 @@ export interface DecisionChanges {
   touched?: { from: Record<string, StepSummary>; names: Iterable<string> };
   /** Fresh rows a speculation's claims lease (store/decision.ts DecisionWrite.claims). */
   claims?: ClaimLease[];
+  /** The decisions end the execution (it was not terminal before them): `ended` follows the write. */
+  ends?: boolean;
 }
 
 /** Nothing was written: the loaded state goes back to the cache at commit (see handOver in service.ts). */
@@ -70,6 +73,7 @@ export class DecisionWriter {
     const { row, inserted } = await this.write(client, ctx, loaded, {
       state: decision.state, events: decision.events, commands: decision.commands, closes, now,
       touched: loaded.state && decision.changed_steps ? { from: loaded.state.steps, names: decision.changed_steps } : undefined,
+      ends: isTerminal(decision.state.status) && !wasTerminal,
     });
     if (isTerminal(row.status) && !wasTerminal) await this.ended(client, ctx, row);
     return { decision, recorded: decision.events.length > 0, inserted, row, externalVars, varsWritten };
@@ -117,6 +121,7 @@ export class DecisionWriter {
     const snapshot = this.s.snapshots && (terminal || seq - loaded.snapSeq >= spacing) ? { seq, state } : undefined;
     const execution = { status: state.status, result: (state.result ?? null) as Json | null, error: (state.error ?? null) as Json | null, steps: state.steps ?? {}, terminal };
     const valuesBeside = await this.s.valuesGate.beside();
+    if (c.ends) this.planEnd(client, ctx, { ...loaded.row, status: execution.status });
     const written = await writeDecision(client, {
       executionId: id, firstSeq: loaded.seq + 1, events, commands: c.commands, nowMs: c.now,
       closes: [...c.closes].map(([command_id, status]) => ({ command_id, status })), execution, snapshot, leases: c.leases, claims: c.claims, valuesBeside,
@@ -148,19 +153,42 @@ export class DecisionWriter {
   }
 
   /**
+   * The end's statements as `ended` sends them, bound, handed to a client that sends them with the
+   * write when that is its transaction's first statement (lazy-tx.ts EndPipelining): one round trip
+   * for the step that ends an execution. Not for a child (its parent is told in the same
+   * transaction, after the end) nor without the hooks' statements. The end is listed now, before
+   * the write's commit, so that commit is announced (service.ts `ending`).
+   */
+  private planEnd(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): void {
+    const pipelining = client as Partial<EndPipelining>;
+    if (!pipelining.planEnd || hasParent(row)) return;
+    const id = row.execution_id;
+    const hook = this.s.hooks.onExecutionTerminalStatements?.({ execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status });
+    if (!hook) return;
+    pipelining.planEnd([queueStore.cancelOpenBound(id), ...hook, execStore.notifyEndedBound(id), execStore.openChildrenBound(id)]);
+    if (!ctx.terminated.some((t) => t.id === id)) ctx.terminated.push({ id, openChildren: [] });
+  }
+
+  /**
    * The execution became terminal in this transaction: close its queue, the hooks' cleanup, the
    * NOTIFY that wakes long polls (executions/waiters.ts) on every replica at commit — in one round
    * trip when the hooks give their cleanup as SQL, with the COMMIT too when the transaction's client
-   * can send it and nothing follows (no parent to tell) — then tell the parent.
+   * can send it and nothing follows (no parent to tell), or already sent with the write (planEnd) —
+   * then tell the parent.
    */
   async ended(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): Promise<void> {
     const id = row.execution_id;
+    // listed before the query: a COMMIT sent with it is announced (service.ts `ending`) and, if it fails, withdrawn
+    let ending = ctx.terminated.find((t) => t.id === id);
+    if (!ending) ctx.terminated.push((ending = { id, openChildren: [] }));
+    const pipelined = (client as Partial<EndPipelining>).takeEndResults?.();
+    if (pipelined) return this.endedWith(pipelined, ending, row);
     const terminal = { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status };
     const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
     if (hookSql === undefined) await this.s.hooks.onExecutionTerminal(client, terminal);
     const lit = idLiteral(id);
-    const hasParent = Boolean(row.parent_execution_id) && row.parent_command_id !== null;
-    const commitNow = !hasParent && canCommitWith(client);
+    const parent = hasParent(row);
+    const commitNow = !parent && canCommitWith(client);
     // a simple query: each statement answers in order, the queue's UPDATE first, the children last.
     // With the COMMIT, the two statements of ours are EXECUTEd (prepared once per connection, not
     // planned at every end); a query that cannot carry their PREPAREs sends them whole.
@@ -170,16 +198,23 @@ export class DecisionWriter {
       execStore.notifyEndedSql(id),
       commitNow ? execStore.OPEN_CHILDREN_STATEMENT.execute(lit) : execStore.openChildrenSql(lit),
     ].filter(Boolean).join('; ');
-    // listed before the query: a COMMIT sent with it is announced (service.ts `ending`) and, if it fails, withdrawn
-    const ending = { id, openChildren: [] as string[] };
-    ctx.terminated.push(ending);
     const results = commitNow
       ? await client.queryAndCommit(sql, [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT])
       : (await client.query(sql)) as unknown as pg.QueryResult[];
-    const cancelled = results[0].rowCount ?? 0;
+    this.endedWith(results, ending, row);
+    if (parent) await this.s.children.notifyParent(client, ctx, row);
+  }
+
+  /** The end's results (the queue's UPDATE first, the open children last): metrics, and the children to cancel after the commit. */
+  private endedWith(results: ReadonlyArray<{ rowCount: number | null; rows: unknown[] }>, ending: TxCtx['terminated'][number], row: ExecutionRow): void {
+    const cancelled = results[0]!.rowCount ?? 0;
     if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
     metrics.executions.inc({ status: row.status });
-    ending.openChildren = results[results.length - 1].rows.map((r: { execution_id: string }) => r.execution_id);
-    if (hasParent) await this.s.children.notifyParent(client, ctx, row);
+    ending.openChildren = (results[results.length - 1]!.rows as Array<{ execution_id: string }>).map((r) => r.execution_id);
   }
+}
+
+/** A child execution: its parent is told of its end (children.ts notifyParent). */
+function hasParent(row: ExecutionRow): boolean {
+  return Boolean(row.parent_execution_id) && row.parent_command_id !== null;
 }

@@ -9,9 +9,12 @@
  *   leases of the calls and the API vars are still what the decision saw; else it writes nothing
  *   and reports `current = false`), writes and reserves the queue ids of the next eager claims,
  *   with its parameters bound. One round trip per step.
- * - A write the end's statements follow (the execution ends) goes with BEGIN, its guard deciding
- *   whether it applies; the end's statements then go with COMMIT (`queryAndCommit`): two round
- *   trips for the last step.
+ * - A write the end's statements follow (the execution ends), when decision-write planned them
+ *   (`planEnd`), goes with them in ONE pipeline of bound statements (server/pipeline.ts): the write
+ *   raises when its guard does not hold, which skips the rest and rolls back. One round trip for
+ *   the last step; `takeEndResults` hands the end's results to decision-write `ended`.
+ * - Unplanned, such a write goes with BEGIN, its guard deciding whether it applies; the end's
+ *   statements then go with COMMIT (`queryAndCommit`): two round trips.
  * - Anything else (vars to persist first, a write too large to inline) opens the transaction
  *   first, BEGIN with the lock and the guard alone; the statements then run in it as usual, the
  *   last write (or the end's statements) carrying the COMMIT, else `finish()` commits.
@@ -22,7 +25,11 @@
  */
 import type pg from 'pg';
 import { sessionStatements, type CommitRules, type CommittingClient, type SessionSql, type SessionStatement } from '../db.js';
-import { GUARD_STATEMENT, guardedValues, guardValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_SQL, writeDecisionSql, type DecisionGuard } from '../store/decision.js';
+import {
+  GUARD_STATEMENT, guardedValues, guardValues, STALE_SQLSTATE, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_OR_STALE, WRITE_DECISION_SQL,
+  writeDecisionSql, type DecisionGuard,
+} from '../store/decision.js';
+import { sendPipeline, type BoundStatement, type PipelineResult } from '../pipeline.js';
 import { RESERVE_IDS_STATEMENT, reserveIdsSql } from '../store/queue.js';
 import { idLiteral, sqlLiteral, sqlLiterals } from '../store/sql.js';
 import { LOCK_STATEMENT } from './helpers.js';
@@ -56,8 +63,18 @@ export function decisionCommitRules(beforeCommit: () => void): CommitRules {
   return { last: (config) => lastWrite(config), beforeCommit };
 }
 
-export class LazyTransaction implements CommittingClient {
+/** A client that can send an execution's end with its write (LazyTransaction; decision-write.ts `planEnd`). */
+export interface EndPipelining {
+  /** The end's statements, to go with the decision's write if that is the transaction's first statement. */
+  planEnd(statements: BoundStatement[]): void;
+  /** The planned end's results once they went with the write (and committed), else null. */
+  takeEndResults(): PipelineResult[] | null;
+}
+
+export class LazyTransaction implements CommittingClient, EndPipelining {
   private conn: pg.PoolClient | null = null;
+  private endPlan: BoundStatement[] | null = null;
+  private endResults: PipelineResult[] | null = null;
   private state: 'idle' | 'open' | 'committed' = 'idle';
   private wasOpened = false;
   private sentCommit = false;
@@ -76,6 +93,8 @@ export class LazyTransaction implements CommittingClient {
     this.client = {
       query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values),
       queryAndCommit: (sql: string, prepare?: readonly SessionStatement[]) => this.queryAndCommit(sql, prepare),
+      planEnd: (statements: BoundStatement[]) => this.planEnd(statements),
+      takeEndResults: () => this.takeEndResults(),
     } as unknown as pg.PoolClient & CommittingClient;
   }
 
@@ -110,11 +129,22 @@ export class LazyTransaction implements CommittingClient {
     // else (the end's statements follow it) with BEGIN, the transaction staying open
     const write = writeValues(config);
     if (write && !endsExecution(write)) return this.writeAndCommit(guardedValues(write, this.guard, this.reserveAfter));
+    if (write && this.endPlan) return this.writeAndEnd(guardedValues(write, this.guard), this.endPlan);
     const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
     if (args) return this.openWithWrite(writeDecisionSql(args));
     // anything else (vars side effects, a write too large to inline): BEGIN, lock and the guard first
     await this.open();
     return this.conn!.query(config as pg.QueryConfig, values);
+  }
+
+  planEnd(statements: BoundStatement[]): void {
+    this.endPlan = statements;
+  }
+
+  takeEndResults(): PipelineResult[] | null {
+    const results = this.endResults;
+    this.endResults = null;
+    return results;
   }
 
   /** The last statements of the open transaction and its COMMIT in one round trip (the end's: decision-write.ts `ended`). */
@@ -132,6 +162,27 @@ export class LazyTransaction implements CommittingClient {
     this.state = 'committed';
     this.keepReserved(written);
     return written;
+  }
+
+  /**
+   * The guarded write and the end's statements, one pipeline and one implicit transaction. A stale
+   * guard raises (migration 360): nothing after the write ran and the transaction rolled back.
+   */
+  private async writeAndEnd(values: unknown[], end: BoundStatement[]): Promise<pg.QueryResult> {
+    const conn = await this.connect();
+    this.beforeCommit();
+    this.sentCommit = true;
+    let results: PipelineResult[];
+    try {
+      results = await sendPipeline(conn, [{ ...WRITE_DECISION_OR_STALE, values }, ...end]);
+    } catch (err) {
+      this.release(true);
+      if ((err as { code?: string }).code === STALE_SQLSTATE) throw new StaleDecision(this.executionId);
+      throw err;
+    }
+    this.state = 'committed';
+    this.endResults = results.slice(1);
+    return results[0] as unknown as pg.QueryResult;
   }
 
   /**

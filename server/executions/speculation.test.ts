@@ -95,7 +95,7 @@ async function consistent(core: ServerCore, executionId: string) {
 }
 
 describe('speculative decisions', () => {
-  it('write a chain step in one round trip once the state is cached, and end it under the lock', async () => {
+  it('write a chain step in one round trip once the state is cached, the end with its write too', async () => {
     const before = { ...service(a).speculations };
     let cmd: ClaimedCommand | undefined = await started(a);
     const id = cmd.execution_id;
@@ -112,11 +112,32 @@ describe('speculative decisions', () => {
     expect(await lastQueueId(a)).toBe(lastIdBeforeEnd);
     const after = service(a).speculations;
     // the start cached the state with its vars: the claim of s1 (a row it queued) and s1…s5 in one
-    // trip each; s6 ends it (opened)
-    expect(after.oneTrip - before.oneTrip).toBe(6);
-    expect(after.opened - before.opened).toBe(1);
+    // trip each; s6 ends it, its end's statements pipelined with the write (lazy-tx.ts writeAndEnd)
+    expect(after.oneTrip - before.oneTrip).toBe(7);
+    expect(after.opened - before.opened).toBe(0);
     expect(after.redone - before.redone).toBe(0);
     expect((await a.deps.executions.get(id))?.status).toBe('completed');
+    await consistent(a, id);
+  });
+
+  it('an end whose guard no longer holds raises in its pipeline: nothing of it is written, and it is decided again under the lock', async () => {
+    const before = { ...service(a).speculations };
+    let cmd: ClaimedCommand | undefined = await started(a);
+    const id = cmd.execution_id;
+    while (cmd.step !== 's6') cmd = (await done(a, cmd))!;
+    // an API var written since a's cache: the guard of the end's write fails, so the pipeline's
+    // statements after it (the queue closed, the cleanup, NOTIFY) must not run
+    await vars.upsertVars(b.db.pool, id, { colour: 'red' }, 'user_defined', null, 'api');
+    const { sent } = await recordQueries(() => done(a, cmd!), /waiting_paths|FROM schedule|INTO runtime|FROM runtime/);
+    expect(sent[0]).toMatch(/^PIPELINE playflow\.write_decision_or_stale, playflow\.cancel_open, /);
+    expect(service(a).speculations.redone - before.redone).toBe(1);
+    expect((await a.deps.executions.get(id))?.status).toBe('completed');
+    // decided again under the lock, once: one execution_completed, the API var dropped with the end
+    const { rows } = await a.db.pool.query(`SELECT count(*)::int AS n FROM event WHERE execution_id = $1 AND name = 'execution_completed'`, [id]);
+    expect(rows[0].n).toBe(1);
+    expect((await a.db.pool.query('SELECT count(*)::int AS n FROM vars WHERE execution_id = $1', [id])).rows[0].n).toBe(0);
+    // had the stale pipeline gone on, its cancel of the open rows would have closed s6's row first
+    expect((await a.db.pool.query(`SELECT status FROM queue WHERE execution_id = $1 AND step = 's6'`, [id])).rows).toEqual([{ status: 'done' }]);
     await consistent(a, id);
   });
 

@@ -4,6 +4,7 @@
  */
 import type pg from 'pg';
 import type { ExecutionHooks, TerminalExecution } from '../services.js';
+import type { BoundStatement } from '../pipeline.js';
 import type { Id } from '../../common/protocol.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { idLiteral } from '../store/sql.js';
@@ -26,6 +27,16 @@ function terminalSql(execution: TerminalExecution): string {
   if (execution.status !== 'failed' && execution.status !== 'cancelled') sql.push(vars.deleteVarsOfExecutionSql(lit));
   if (String(execution.root_execution_id) === id) sql.push(keychain.deleteSharedEntriesSql(lit));
   return sql.join('; ');
+}
+
+/** terminalSql as bound statements (one name per statement text), for an end pipelined with its write. */
+function terminalStatements(execution: TerminalExecution): BoundStatement[] {
+  const id = String(execution.execution_id);
+  const bound = (name: string, sql: (lit: string) => string): BoundStatement => ({ name, text: sql('$1::bigint'), values: [id] });
+  const out = [bound('playflow.keychain_local_drop', keychain.deleteLocalEntriesSql), bound('playflow.auth_cache_drop', credentials.deleteAuthCacheForExecutionSql)];
+  if (execution.status !== 'failed' && execution.status !== 'cancelled') out.push(bound('playflow.vars_drop', vars.deleteVarsOfExecutionSql));
+  if (String(execution.root_execution_id) === id) out.push(bound('playflow.keychain_shared_drop', keychain.deleteSharedEntriesSql));
+  return out;
 }
 
 export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHooks {
@@ -61,6 +72,7 @@ export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHoo
     },
 
     onExecutionTerminalSql: terminalSql,
+    onExecutionTerminalStatements: terminalStatements,
   };
 }
 

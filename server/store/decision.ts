@@ -117,6 +117,16 @@ export function writeDecisionSql(literals: readonly string[]): string {
 /** The name of the write's statement: executions/lazy-tx.ts recognises the write by it. */
 export const WRITE_DECISION_NAME = 'playflow.write_decision';
 
+/**
+ * The write that raises STALE_SQLSTATE instead of answering `current = false` (migration 360), for
+ * a pipeline whose statements after the write must not run when it wrote nothing.
+ */
+export const WRITE_DECISION_OR_STALE = {
+  name: 'playflow.write_decision_or_stale',
+  text: WRITE_DECISION_SQL.replace('playflow_write_decision(', 'playflow_write_decision_or_stale('),
+};
+export const STALE_SQLSTATE = 'PF409';
+
 /** A lease a speculative decision took as its event claimed it. */
 export interface GuardedLease {
   queue_id: string;

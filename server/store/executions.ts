@@ -1,4 +1,5 @@
 /** SQL of the execution table. */
+import type { BoundStatement } from '../pipeline.js';
 import type { Json, JsonObject } from '../../playbook/types.js';
 import type { ExecutionStatus, StepSummary } from '../engine/contract.js';
 import type { ExecutionListItem, ExecutionRecord } from '../services.js';
@@ -307,6 +308,9 @@ export const openChildrenSql = (id: string) =>
 /** openChildrenSql prepared once per connection: an end sent with its COMMIT EXECUTEs it. */
 export const OPEN_CHILDREN_STATEMENT = sessionStatement('playflow_open_children', ['bigint'], openChildrenSql('$1'));
 
+/** openChildrenSql bound, for an end pipelined with its write (server/pipeline.ts). */
+export const openChildrenBound = (executionId: string): BoundStatement => ({ name: 'playflow.open_children', text: openChildrenSql('$1::bigint'), values: [executionId] });
+
 /**
  * A parent is retried: its failed or cancelled children started by the steps that run again are
  * marked, so the re-issued playbook command of the same step and loop item resumes the child in
@@ -350,3 +354,6 @@ export const EXECUTION_ENDED_CHANNEL = 'playflow_execution_ended';
 
 /** The NOTIFY that an execution ended, as a statement without parameters (the id checked and inlined). */
 export const notifyEndedSql = (executionId: string) => `SELECT pg_notify('${EXECUTION_ENDED_CHANNEL}', ${idLiteral(executionId)}::text)`;
+
+/** notifyEndedSql bound. */
+export const notifyEndedBound = (executionId: string): BoundStatement => ({ name: 'playflow.notify_ended', text: `SELECT pg_notify('${EXECUTION_ENDED_CHANNEL}', $1::bigint::text)`, values: [executionId] });

@@ -8,6 +8,7 @@
  * A `playbook` command whose child execution was started stays `leased` with worker_id
  * `execution:<child id>` and lease_until `infinity` until the child's result arrives.
  */
+import type { BoundStatement } from '../pipeline.js';
 import type { Command } from '../engine/contract.js';
 import type { QueueStats } from '../../common/protocol.js';
 import { sessionStatement } from '../db.js';
@@ -163,6 +164,9 @@ export const cancelOpenSql = (id: string) => `UPDATE queue SET status = 'cancell
 
 /** cancelOpenSql prepared once per connection: an end sent with its COMMIT EXECUTEs it. */
 export const CANCEL_OPEN_STATEMENT = sessionStatement('playflow_cancel_open', ['bigint'], cancelOpenSql('$1'));
+
+/** cancelOpenSql bound, for an end pipelined with its write (server/pipeline.ts). */
+export const cancelOpenBound = (executionId: string): BoundStatement => ({ name: 'playflow.cancel_open', text: cancelOpenSql('$1::bigint'), values: [executionId] });
 
 /** The row of a `playbook` command is held by its child execution until the child ends. */
 export async function holdForChild(q: Queryable, held: Pick<QueueRow, 'queue_id' | 'worker_id' | 'lease_token'>, childExecutionId: string): Promise<boolean> {
