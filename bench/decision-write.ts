@@ -19,12 +19,12 @@
  *   npm run build && node dist/bench/decision-write.js [--calls 400] [--rounds 8] [--against-migration 340]
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) names the server; the bench
- * creates and drops a database of its own.
+ * creates and drops a database of its own there (test/helpers/pg.ts createTestDatabase).
  */
-import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../server/store/migrate.js';
+import { createTestDatabase } from '../test/helpers/pg.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -40,7 +40,6 @@ for (const [k, v] of [['calls', CALLS], ['rounds', ROUNDS]] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
 if (AGAINST !== undefined && !Number.isInteger(AGAINST)) throw new Error('--against-migration must be a migration number');
-const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const FUNCTIONS = /\bplayflow_(write_decision|decision_current)\b/g;
 
 /** Migration N's CREATE FUNCTION statements with the functions renamed `*_before`. */
@@ -162,11 +161,8 @@ END $p$`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 async function main() {
-  const name = `pfbench_dw_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  const url = ADMIN_URL.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
+  const tdb = await createTestDatabase('pfbench_dw');
+  const url = tdb.url;
   try {
     const pool = new pg.Pool({ connectionString: url, max: 2 });
     await migrate(pool);
@@ -208,8 +204,7 @@ async function main() {
       }
     }
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
+    await tdb.drop();
   }
 }
 

@@ -18,12 +18,13 @@
  *   npm run build && node dist/bench/pipelined-end.js [--ends 500] [--rounds 6]
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) names the server; the bench
- * creates and drops a database of its own. Figures only; nothing asserts.
+ * creates and drops a database of its own there (test/helpers/pg.ts createTestDatabase).
+ * Figures only; nothing asserts.
  */
-import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { migrate } from '../server/store/migrate.js';
+import { createTestDatabase } from '../test/helpers/pg.js';
 import { WRITE_DECISION_SQL } from '../server/store/decision.js';
 import { sendPipeline } from '../server/pipeline.js';
 import { processCpuMs } from './proc-cpu.js';
@@ -34,7 +35,6 @@ const ROUNDS = Number(args.rounds);
 for (const [k, v] of [['ends', ENDS], ['rounds', ROUNDS]] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
-const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const CANCEL_OPEN = `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL WHERE execution_id = $1 AND status IN ('queued', 'leased')`;
 const OPEN_CHILDREN = `SELECT e.execution_id::text AS execution_id FROM execution e WHERE e.parent_execution_id = $1 AND e.status IN ('started', 'running') ORDER BY e.execution_id`;
@@ -65,11 +65,8 @@ const literal = (v: unknown): string =>
   v === null ? 'NULL' : typeof v === 'boolean' || typeof v === 'number' ? String(v) : `'${String(v).replaceAll("'", "''")}'`;
 
 async function main() {
-  const name = `pfbench_pe_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  const url = ADMIN_URL.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
+  const tdb = await createTestDatabase('pfbench_pe');
+  const url = tdb.url;
   try {
     const pool = new pg.Pool({ connectionString: url, max: 2 });
     await migrate(pool);
@@ -129,8 +126,7 @@ async function main() {
     }
     console.log(`  left open: ${check!.open} queue rows, ${check!.running} executions not completed (both 0: every end applied)`);
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
+    await tdb.drop();
   }
 }
 
