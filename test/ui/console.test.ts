@@ -168,7 +168,12 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => gate.listen(0, '127.0.0.1', () => r()));
   const gateUrl = `http://127.0.0.1:${(gate.address() as AddressInfo).port}`;
-  [h, browser] = await Promise.all([startHarness({ workers: 1 }), launchBrowser()]);
+  // both started at once, and whichever started is kept for afterAll even when the other failed
+  // (a Promise.all lost a harness that started beside a browser that could not: its database stayed)
+  const [harness, launched] = await Promise.allSettled([startHarness({ workers: 1 }), launchBrowser()]);
+  if (harness.status === 'fulfilled') h = harness.value;
+  if (launched.status === 'fulfilled') browser = launched.value;
+  for (const r of [harness, launched]) if (r.status === 'rejected') throw r.reason;
   for (const pb of [GREETING, FAILING, SLOW, LOOP(gateUrl), LARGE(gateUrl), FLAKY(gateUrl)]) await register(pb);
 }, 120_000);
 
