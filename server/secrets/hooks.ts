@@ -17,26 +17,30 @@ import { type Logger, stderrLogger } from '../../common/logger.js';
 /**
  * Terminal status: drop the execution's variables, its local keychain entries, its
  * execution-scoped authentication cache, and — when it is the root — the tree's shared entries.
+ * Each statement by its name (a bound one is prepared under it) and its SQL for an id literal.
  */
-function terminalSql(execution: TerminalExecution): string {
-  const id = String(execution.execution_id);
-  const lit = idLiteral(id);
-  const sql = [keychain.deleteLocalEntriesSql(lit), credentials.deleteAuthCacheForExecutionSql(lit)];
+function terminalCleanup(execution: TerminalExecution): Array<[name: string, sql: (id: string) => string]> {
+  const out: Array<[string, (id: string) => string]> = [
+    ['playflow.keychain_local_drop', keychain.deleteLocalEntriesSql],
+    ['playflow.auth_cache_drop', credentials.deleteAuthCacheForExecutionSql],
+  ];
   // A failed or cancelled execution may be retried in place: its variables stay for the retry
   // (they go when it completes, or with the execution when retention deletes it).
-  if (execution.status !== 'failed' && execution.status !== 'cancelled') sql.push(vars.deleteVarsOfExecutionSql(lit));
-  if (String(execution.root_execution_id) === id) sql.push(keychain.deleteSharedEntriesSql(lit));
-  return sql.join('; ');
+  if (execution.status !== 'failed' && execution.status !== 'cancelled') out.push(['playflow.vars_drop', vars.deleteVarsOfExecutionSql]);
+  if (String(execution.root_execution_id) === String(execution.execution_id)) out.push(['playflow.keychain_shared_drop', keychain.deleteSharedEntriesSql]);
+  return out;
 }
 
-/** terminalSql as bound statements (one name per statement text), for an end pipelined with its write. */
+/** The cleanup with the id inlined, `;`-separated (one simple query). */
+function terminalSql(execution: TerminalExecution): string {
+  const lit = idLiteral(String(execution.execution_id));
+  return terminalCleanup(execution).map(([, sql]) => sql(lit)).join('; ');
+}
+
+/** The cleanup as bound statements, for an end pipelined with its write. */
 function terminalStatements(execution: TerminalExecution): BoundStatement[] {
   const id = String(execution.execution_id);
-  const bound = (name: string, sql: (lit: string) => string): BoundStatement => ({ name, text: sql('$1::bigint'), values: [id] });
-  const out = [bound('playflow.keychain_local_drop', keychain.deleteLocalEntriesSql), bound('playflow.auth_cache_drop', credentials.deleteAuthCacheForExecutionSql)];
-  if (execution.status !== 'failed' && execution.status !== 'cancelled') out.push(bound('playflow.vars_drop', vars.deleteVarsOfExecutionSql));
-  if (String(execution.root_execution_id) === id) out.push(bound('playflow.keychain_shared_drop', keychain.deleteSharedEntriesSql));
-  return out;
+  return terminalCleanup(execution).map(([name, sql]) => ({ name, text: sql('$1::bigint'), values: [id] }));
 }
 
 export function createSecretsHooks(opts: { logger?: Logger } = {}): ExecutionHooks {
