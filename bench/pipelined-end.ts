@@ -25,7 +25,10 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { migrate } from '../server/store/migrate.js';
 import { createTestDatabase } from '../test/helpers/pg.js';
-import { WRITE_DECISION_SQL } from '../server/store/decision.js';
+import { WRITE_DECISION_OR_STALE, writeDecisionSql } from '../server/store/decision.js';
+import { sqlLiterals } from '../server/store/sql.js';
+import { END_PREPARED, endQuery, endStatements } from '../server/executions/decision-write.js';
+import { secretsHooks } from '../server/secrets/hooks.js';
 import { sendPipeline } from '../server/pipeline.js';
 import { processCpuMs } from './proc-cpu.js';
 
@@ -35,16 +38,6 @@ const ROUNDS = Number(args.rounds);
 for (const [k, v] of [['ends', ENDS], ['rounds', ROUNDS]] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
-
-const CANCEL_OPEN = `UPDATE queue SET status = 'cancelled', finished_at = now(), lease_until = NULL WHERE execution_id = $1 AND status IN ('queued', 'leased')`;
-const OPEN_CHILDREN = `SELECT e.execution_id::text AS execution_id FROM execution e WHERE e.parent_execution_id = $1 AND e.status IN ('started', 'running') ORDER BY e.execution_id`;
-/** The secrets hooks' cleanup of a completed root execution (server/secrets/hooks.ts terminalSql). */
-const CLEANUP = [
-  `DELETE FROM keychain WHERE scope_type = 'local' AND execution_id = $1`,
-  `DELETE FROM auth_cache WHERE scope_type = 'execution' AND execution_id = $1`,
-  `DELETE FROM vars WHERE execution_id = $1`,
-  `DELETE FROM keychain WHERE scope_type = 'shared' AND execution_id = $1`,
-];
 
 const response = { id: 'f7174fca', data: { c: 17 }, status: 200, headers: { date: 'Fri, 04 Dec 2026 20:54:06 GMT', connection: 'keep-alive', 'content-type': 'application/json' } };
 const steps = { start: { runs: 1, result: response, status: 'completed' } };
@@ -61,8 +54,6 @@ const writeValues = (id: string): unknown[] => [
   id, JSON.stringify(events), '[]', JSON.stringify([{ status: 'done', command_id: 1 }]), 'completed', JSON.stringify(response), null,
   JSON.stringify(steps), true, 7, JSON.stringify({ status: 'completed', steps }), true, null, null, '{}', '{}', true, null, null, null, 0, '[]',
 ];
-const literal = (v: unknown): string =>
-  v === null ? 'NULL' : typeof v === 'boolean' || typeof v === 'number' ? String(v) : `'${String(v).replaceAll("'", "''")}'`;
 
 async function main() {
   const tdb = await createTestDatabase('pfbench_pe');
@@ -75,7 +66,7 @@ async function main() {
     await c.connect();
     const { rows: [{ pid }] } = await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     await c.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('b/c', 1, '', '{}', '')`);
-    await c.query(`PREPARE playflow_cancel_open(bigint) AS ${CANCEL_OPEN}; PREPARE playflow_open_children(bigint) AS ${OPEN_CHILDREN}`);
+    await c.query(END_PREPARED.map((p) => p.text).join('; '));
 
     const fresh = async (): Promise<string> => {
       const { rows: [{ id }] } = await c.query<{ id: string }>(`INSERT INTO execution (catalog_id, path, version, root_execution_id, status)
@@ -84,20 +75,17 @@ async function main() {
         INSERT INTO queue (execution_id, command_id, step, command, status, attempts, worker_id, lease_token) VALUES (${id}, 1, 'start', '{}', 'leased', 1, 'w', 't')`);
       return id;
     };
+    // the statements decision-write.ts `ended` and `planEnd` send, with the secrets hooks' cleanup of a root
+    const terminal = (id: string) => ({ execution_id: id, root_execution_id: id, catalog_id: '1', status: 'completed' as const });
     const ways: Record<string, (id: string) => Promise<void>> = {
       inlined: async (id) => {
-        await c.query(`BEGIN; ${WRITE_DECISION_SQL.replace(/\$(\d+)/g, (_, n: string) => literal(writeValues(id)[Number(n) - 1]))}`);
-        const lit = `${id}::bigint`;
-        await c.query(`EXECUTE playflow_cancel_open(${lit}); ${CLEANUP.map((d) => d.replace('$1', lit)).join('; ')}; ` +
-          `SELECT pg_notify('playflow_execution_ended', ${lit}::text); EXECUTE playflow_open_children(${lit}); COMMIT`);
+        await c.query(`BEGIN; ${writeDecisionSql(sqlLiterals(writeValues(id))!)}`);
+        await c.query(`${endQuery(id, secretsHooks.onExecutionTerminalSql!(terminal(id)), true)}; COMMIT`);
       },
       pipelined: async (id) => {
         const [written] = await sendPipeline(c, [
-          { name: 'pe_write', text: WRITE_DECISION_SQL, values: writeValues(id) },
-          { name: 'pe_cancel_open', text: CANCEL_OPEN, values: [id] },
-          ...CLEANUP.map((text, i) => ({ name: `pe_cleanup_${i}`, text, values: [id] })),
-          { name: 'pe_notify', text: 'SELECT pg_notify($1, $2)', values: ['playflow_execution_ended', id] },
-          { name: 'pe_open_children', text: OPEN_CHILDREN, values: [id] },
+          { ...WRITE_DECISION_OR_STALE, values: writeValues(id) },
+          ...endStatements(id, secretsHooks.onExecutionTerminalStatements!(terminal(id))),
         ]);
         if (written?.rows[0]?.current !== true) throw new Error(`execution ${id}: the pipelined write did not apply`);
       },

@@ -10,7 +10,8 @@ import type { Json, JsonObject } from '../../playbook/types.js';
 import type { Command, Decision, EngineEvent, ExecutionStateView, StepSummary } from '../engine/contract.js';
 import type { Logger } from '../../common/logger.js';
 import { metrics } from '../metrics.js';
-import type { ExecutionHooks } from '../services.js';
+import type { ExecutionHooks, TerminalExecution } from '../services.js';
+import type { BoundStatement } from '../pipeline.js';
 import * as execStore from '../store/executions.js';
 import type { ExecutionRow } from '../store/executions.js';
 import * as queueStore from '../store/queue.js';
@@ -162,11 +163,10 @@ export class DecisionWriter {
   private planEnd(client: pg.PoolClient, ctx: TxCtx, row: ExecutionRow): void {
     const pipelining = client as Partial<EndPipelining>;
     if (!pipelining.planEnd || hasParent(row)) return;
-    const id = row.execution_id;
-    const hook = this.s.hooks.onExecutionTerminalStatements?.({ execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status });
+    const hook = this.s.hooks.onExecutionTerminalStatements?.(terminalOf(row));
     if (!hook) return;
-    pipelining.planEnd([queueStore.cancelOpenBound(id), ...hook, execStore.notifyEndedBound(id), execStore.openChildrenBound(id)]);
-    if (!ctx.terminated.some((t) => t.id === id)) ctx.terminated.push({ id, openChildren: [] });
+    pipelining.planEnd(endStatements(row.execution_id, hook));
+    if (!ctx.terminated.some((t) => t.id === row.execution_id)) ctx.terminated.push({ id: row.execution_id, openChildren: [] });
   }
 
   /**
@@ -183,23 +183,14 @@ export class DecisionWriter {
     if (!ending) ctx.terminated.push((ending = { id, openChildren: [] }));
     const pipelined = (client as Partial<EndPipelining>).takeEndResults?.();
     if (pipelined) return this.endedWith(pipelined, ending, row);
-    const terminal = { execution_id: id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status };
+    const terminal = terminalOf(row);
     const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
     if (hookSql === undefined) await this.s.hooks.onExecutionTerminal(client, terminal);
-    const lit = idLiteral(id);
     const parent = hasParent(row);
     const commitNow = !parent && canCommitWith(client);
-    // a simple query: each statement answers in order, the queue's UPDATE first, the children last.
-    // With the COMMIT, the two statements of ours are EXECUTEd (prepared once per connection, not
-    // planned at every end); a query that cannot carry their PREPAREs sends them whole.
-    const sql = [
-      commitNow ? queueStore.CANCEL_OPEN_STATEMENT.execute(lit) : queueStore.cancelOpenSql(lit),
-      hookSql,
-      execStore.notifyEndedSql(id),
-      commitNow ? execStore.OPEN_CHILDREN_STATEMENT.execute(lit) : execStore.openChildrenSql(lit),
-    ].filter(Boolean).join('; ');
+    const sql = endQuery(id, hookSql, commitNow);
     const results = commitNow
-      ? await client.queryAndCommit(sql, [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT])
+      ? await client.queryAndCommit(sql, END_PREPARED)
       : (await client.query(sql)) as unknown as pg.QueryResult[];
     this.endedWith(results, ending, row);
     if (parent) await this.s.children.notifyParent(client, ctx, row);
@@ -212,6 +203,39 @@ export class DecisionWriter {
     metrics.executions.inc({ status: row.status });
     ending.openChildren = (results[results.length - 1]!.rows as Array<{ execution_id: string }>).map((r) => r.execution_id);
   }
+}
+
+/*
+ * An execution's end, in the two forms `ended` sends it; each statement answers in order, the
+ * queue's UPDATE first and the open children last (what endedWith reads).
+ */
+
+/**
+ * As one simple query, the id inlined. `prepared`: our two statements are EXECUTEd (END_PREPARED,
+ * prepared once per connection, not planned at every end), for a query that can carry their
+ * PREPAREs; otherwise they go whole.
+ */
+export function endQuery(id: string, hookSql: string | undefined, prepared: boolean): string {
+  const lit = idLiteral(id);
+  return [
+    prepared ? queueStore.CANCEL_OPEN_STATEMENT.execute(lit) : queueStore.cancelOpenSql(lit),
+    hookSql,
+    execStore.notifyEndedSql(id),
+    prepared ? execStore.OPEN_CHILDREN_STATEMENT.execute(lit) : execStore.openChildrenSql(lit),
+  ].filter(Boolean).join('; ');
+}
+
+/** The session statements endQuery EXECUTEs when `prepared`. */
+export const END_PREPARED = [queueStore.CANCEL_OPEN_STATEMENT, execStore.OPEN_CHILDREN_STATEMENT];
+
+/** As bound statements, for a pipeline after the write that ends the execution (planEnd). */
+export function endStatements(id: string, hook: BoundStatement[]): BoundStatement[] {
+  return [queueStore.cancelOpenBound(id), ...hook, execStore.notifyEndedBound(id), execStore.openChildrenBound(id)];
+}
+
+/** What the hooks are told of an execution that ended. */
+function terminalOf(row: ExecutionRow): TerminalExecution {
+  return { execution_id: row.execution_id, root_execution_id: row.root_execution_id, catalog_id: row.catalog_id, status: row.status };
 }
 
 /** A child execution: its parent is told of its end (children.ts notifyParent). */
