@@ -16,14 +16,12 @@ import { secretsHooks } from '../secrets/hooks.js';
 import type { PgExecutionService } from './service.js';
 import type { Lru } from './lru.js';
 import type { QueueRef } from './tx-types.js';
-import { callDone, chainPlaybook, testCore, testDatabase } from './testkit.js';
+import { callDone, chainPlaybook, CORE_TIMER_QUERIES, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let core: ServerCore;
 
-/** The core's own timers: the admitter (concurrency limits), the schedule ticker, the server's registration. */
-const BACKGROUND = /waiting_paths|FROM schedule|INTO runtime|FROM runtime/;
-const sent = <T>(fn: () => Promise<T>) => recordQueries(fn, BACKGROUND);
+const sent = <T>(fn: () => Promise<T>) => recordQueries(fn, CORE_TIMER_QUERIES);
 const claimNext = { worker_id: 'w1', max: 1 };
 
 beforeAll(async () => {

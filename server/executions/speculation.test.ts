@@ -14,7 +14,7 @@ import type { PgExecutionService } from './service.js';
 import { secretsHooks } from '../secrets/hooks.js';
 import * as execStore from '../store/executions.js';
 import * as vars from '../store/vars.js';
-import { callDone, chainPlaybook, loopPlaybook, testCore, testDatabase } from './testkit.js';
+import { callDone, chainPlaybook, CORE_TIMER_QUERIES, loopPlaybook, testCore, testDatabase } from './testkit.js';
 
 let tdb: TestDatabase;
 let a: ServerCore;
@@ -128,7 +128,7 @@ describe('speculative decisions', () => {
     // an API var written since a's cache: the guard of the end's write fails, so the pipeline's
     // statements after it (the queue closed, the cleanup, NOTIFY) must not run
     await vars.upsertVars(b.db.pool, id, { colour: 'red' }, 'user_defined', null, 'api');
-    const { sent } = await recordQueries(() => done(a, cmd!), /waiting_paths|FROM schedule|INTO runtime|FROM runtime/);
+    const { sent } = await recordQueries(() => done(a, cmd!), CORE_TIMER_QUERIES);
     expect(sent[0]).toMatch(/^PIPELINE playflow\.write_decision_or_stale, playflow\.cancel_open, /);
     expect(service(a).speculations.redone - before.redone).toBe(1);
     expect((await a.deps.executions.get(id))?.status).toBe('completed');

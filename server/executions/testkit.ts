@@ -10,6 +10,9 @@ import type { Broker, BrokerMessage } from '../../common/broker/types.js';
 import { createServerCore, type ServerCore, type ServerCoreConfig } from '../core.js';
 import { AppError } from '../errors.js';
 
+/** Queries of the core's own timers (the admitter of concurrency limits, the schedule ticker, the server's registration), for recordQueries to leave out. */
+export const CORE_TIMER_QUERIES = /waiting_paths|FROM schedule|INTO runtime|FROM runtime/;
+
 export async function testDatabase(prefix: string): Promise<TestDatabase> {
   return createTestDatabase(prefix);
 }
