@@ -53,6 +53,21 @@ describe('sendPipeline', () => {
     }
   });
 
+  it("shares the names node-postgres' own named queries prepared on the connection, either way round", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query(insert('30', { by: 'pg' }));
+      const tens = { name: 'pt_select_shared', text: 'SELECT id, doc FROM t WHERE id BETWEEN $1 AND $1 + 9 ORDER BY id', values: ['30'] };
+      await sendPipeline(client, [insert('31', { by: 'pipeline' }), tens]);
+      const { rows } = await client.query(tens);
+      expect(rows.map((r) => r.doc)).toEqual([{ by: 'pg' }, { by: 'pipeline' }]);
+      const prepared = await client.query(`SELECT name FROM pg_prepared_statements WHERE name IN ('pt_insert', 'pt_select_shared') ORDER BY name`);
+      expect(prepared.rows).toEqual([{ name: 'pt_insert' }, { name: 'pt_select_shared' }]);
+    } finally {
+      client.release(true);
+    }
+  });
+
   it('an error skips the statements after it and rolls back those before it: one implicit transaction', async () => {
     const client = await db.pool.connect();
     try {

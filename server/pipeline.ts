@@ -30,8 +30,14 @@ export interface PipelineResult {
 /** node-postgres' own mapping of JavaScript values to parameters (what its Query binds with). */
 const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (v: unknown) => unknown };
 
-/** The statement names each connection has prepared (prepared statements are per session). */
-const preparedOn = new WeakMap<object, Set<string>>();
+/**
+ * The names a connection has prepared, as node-postgres keeps them for its own named queries: a
+ * statement that both prepare (the decision's write) is parsed once per connection by either.
+ */
+interface NamedStatements {
+  parsedStatements: Record<string, string | undefined>;
+  submittedNamedStatements: Record<string, string | undefined>;
+}
 
 type Parser = (text: string) => unknown;
 
@@ -51,15 +57,15 @@ class Pipeline implements pg.Submittable {
   }
 
   submit(connection: pg.Connection): void {
-    let prepared = preparedOn.get(connection);
-    if (!prepared) preparedOn.set(connection, (prepared = new Set()));
+    const named = connection as unknown as NamedStatements;
     const stream = connection.stream as unknown as { cork?(): void; uncork?(): void };
     stream.cork?.();
     try {
       for (const s of this.statements) {
-        if (!prepared.has(s.name)) {
+        if (named.parsedStatements[s.name] === undefined && named.submittedNamedStatements[s.name] === undefined) {
           connection.parse({ name: s.name, text: s.text, types: [] }, true);
-          prepared.add(s.name);
+          // recorded now, not at ParseComplete as pg does: after an error the connection goes
+          named.parsedStatements[s.name] = s.text;
         }
         connection.bind({ statement: s.name, values: s.values, valueMapper: prepareValue } as pg.BindConfig, true);
         connection.describe({ type: 'P', name: '' }, true);
