@@ -72,6 +72,8 @@ export interface ServerCoreConfig {
   stateCacheSize?: number;
   /** Speculative decisions written in one round trip (default true; executions/service.ts speculate). */
   speculativeWrites?: boolean;
+  /** One-round-trip starts (default true, with speculativeWrites; executions/service.ts startAhead). For A/B benches. */
+  startAhead?: boolean;
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;
   engine?: Engine<any>;
@@ -139,7 +141,7 @@ export async function createServerCore(config: ServerCoreConfig, opts: { logger?
   const executions = new PgExecutionService({
     db, engine: config.engine ?? defaultEngine, outbox, hooks, logger: log, snapshots: config.snapshots,
     snapshotEvery: config.snapshotEvery, snapshotGrowth: config.snapshotGrowth, stateCacheSize: config.stateCacheSize,
-    speculation: config.speculativeWrites,
+    speculation: config.speculativeWrites, startAhead: config.startAhead,
     defaultLeaseSeconds: config.defaultLeaseSeconds, maxLeaseSeconds: config.maxLeaseSeconds, serverName,
   });
   const admitter = new Admitter({

@@ -19,6 +19,10 @@
  *   first, BEGIN with the lock and the guard alone; the statements then run in it as usual, the
  *   last write (or the end's statements) carrying the COMMIT, else `finish()` commits.
  *
+ * - A start's (service.ts `startAhead`): the insert of the execution goes first in the write's
+ *   pipeline, and statements may follow the write (`Surround`); no guard, as the execution is new.
+ *   Other statements first: BEGIN, then the insert, then they run as above.
+ *
  * Statements run after the lock in statements of their own, so, as in the locked path, they see
  * every transaction that held the execution's lock before. A speculation that did not hold wrote
  * nothing; the caller then decides again under the lock.
@@ -63,6 +67,15 @@ export function decisionCommitRules(beforeCommit: () => void): CommitRules {
   return { last: (config) => lastWrite(config), beforeCommit };
 }
 
+/**
+ * A start's statements around the decision's write: `lead` (the execution's insert) before it,
+ * `tail` after it (and after the end's statements), all in the same pipeline and transaction.
+ */
+export interface Surround {
+  lead: BoundStatement;
+  tail: BoundStatement[];
+}
+
 /** A client that can send an execution's end with its write (LazyTransaction; decision-write.ts `planEnd`). */
 export interface EndPipelining {
   /** The end's statements, to go with the decision's write if that is the transaction's first statement. */
@@ -84,12 +97,16 @@ export class LazyTransaction implements CommittingClient, EndPipelining {
   /** Queue ids taken right after the commit (`reserveAfter` of them), for the next speculation. */
   reserved: string[] = [];
 
+  /** The rows of the surround's lead and of its tail's statements, once they ran. */
+  leadRows: Record<string, unknown>[] | null = null;
+  tailResults: PipelineResult[] = [];
+
   /**
    * `reserveAfter`: queue ids to take with the COMMIT's round trip (see CachedState.queueIds).
    * `beforeCommit`: called right before a COMMIT goes out (service.ts `ending`).
    */
-  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard,
-    private readonly reserveAfter = 0, private readonly beforeCommit: () => void = () => {}) {
+  constructor(private readonly pool: pg.Pool, private readonly executionId: string, private readonly guard: DecisionGuard | null,
+    private readonly reserveAfter = 0, private readonly beforeCommit: () => void = () => {}, private readonly surround: Surround | null = null) {
     this.client = {
       query: (config: pg.QueryConfig | string, values?: unknown[]) => this.query(config, values),
       queryAndCommit: (sql: string, prepare?: readonly SessionStatement[]) => this.queryAndCommit(sql, prepare),
@@ -130,7 +147,7 @@ export class LazyTransaction implements CommittingClient, EndPipelining {
     const write = writeValues(config);
     if (write && !endsExecution(write)) return this.writeAndCommit(guardedValues(write, this.guard, this.reserveAfter));
     if (write && this.endPlan) return this.writeAndEnd(guardedValues(write, this.guard), this.endPlan);
-    const args = write ? sqlLiterals(guardedValues(write, this.guard)) : null;
+    const args = write && !this.surround ? sqlLiterals(guardedValues(write, this.guard)) : null;
     if (args) return this.openWithWrite(writeDecisionSql(args));
     // anything else (vars side effects, a write too large to inline): BEGIN, lock and the guard first
     await this.open();
@@ -153,8 +170,9 @@ export class LazyTransaction implements CommittingClient, EndPipelining {
     return this.sendWithCommit(sql, prepare, 0);
   }
 
-  /** The guarded write alone, its own transaction (the write function locks, checks and writes). */
+  /** The guarded write alone, its own transaction (the write function locks, checks and writes); a start's with its surround. */
   private async writeAndCommit(values: unknown[]): Promise<pg.QueryResult> {
+    if (this.surround) return this.pipelined({ name: WRITE_DECISION_NAME, text: WRITE_DECISION_SQL, values }, []);
     const conn = await this.connect();
     this.beforeCommit();
     this.sentCommit = true;
@@ -169,20 +187,34 @@ export class LazyTransaction implements CommittingClient, EndPipelining {
    * guard raises (migration 360): nothing after the write ran and the transaction rolled back.
    */
   private async writeAndEnd(values: unknown[], end: BoundStatement[]): Promise<pg.QueryResult> {
+    return this.pipelined({ ...WRITE_DECISION_OR_STALE, values }, end);
+  }
+
+  /** The write, the statements after it and the surround's, one pipeline; the write's result. */
+  private async pipelined(write: BoundStatement, end: BoundStatement[]): Promise<pg.QueryResult> {
     const conn = await this.connect();
+    const lead = this.surround ? [this.surround.lead] : [];
+    const tail = this.surround?.tail ?? [];
     this.beforeCommit();
     this.sentCommit = true;
     let results: PipelineResult[];
     try {
-      results = await sendPipeline(conn, [{ ...WRITE_DECISION_OR_STALE, values }, ...end]);
+      results = await sendPipeline(conn, [...lead, write, ...end, ...tail]);
     } catch (err) {
       this.release(true);
       if ((err as { code?: string }).code === STALE_SQLSTATE) throw new StaleDecision(this.executionId);
       throw err;
     }
     this.state = 'committed';
-    this.endResults = results.slice(1);
-    return results[0] as unknown as pg.QueryResult;
+    if (this.surround) {
+      this.leadRows = results[0].rows;
+      // no execution inserted (the guessed catalog row is no longer live): the write wrote nothing either
+      if (this.leadRows.length === 0) throw new StaleDecision(this.executionId);
+    }
+    const written = results[lead.length];
+    if (end.length > 0) this.endResults = results.slice(lead.length + 1, lead.length + 1 + end.length);
+    this.tailResults = results.slice(results.length - tail.length);
+    return written as unknown as pg.QueryResult;
   }
 
   /**
@@ -233,14 +265,33 @@ export class LazyTransaction implements CommittingClient, EndPipelining {
   }
 
   private async open(): Promise<void> {
+    if (this.surround) return this.openWithLead(this.surround.lead);
+    const guard = this.guard;
+    if (!guard) throw new Error(`speculative transaction of execution ${this.executionId}: neither a guard nor a start's insert`);
     const conn = await this.connect();
     const session = sessionStatements(conn, [LOCK_STATEMENT, GUARD_STATEMENT, RESERVE_IDS_STATEMENT]);
-    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${GUARD_STATEMENT.execute(...guardValues(this.executionId, this.guard).map(sqlLiteral))}`;
+    const sql = `${session.prefix}BEGIN; ${this.lock()}; ${GUARD_STATEMENT.execute(...guardValues(this.executionId, guard).map(sqlLiteral))}`;
     const results = (await this.send(conn, sql)) as unknown as pg.QueryResult[];
     session.done();
     this.state = 'open';
     this.wasOpened = true;
     if (!results[session.missing + 2].rows[0]?.current) throw new StaleDecision(this.executionId);
+  }
+
+  /** A start's transaction opened before its write: BEGIN, then the insert (which takes the lock). */
+  private async openWithLead(lead: BoundStatement): Promise<void> {
+    const conn = await this.connect();
+    await this.send(conn, 'BEGIN');
+    this.state = 'open';
+    this.wasOpened = true;
+    try {
+      this.leadRows = (await sendPipeline(conn, [lead]))[0].rows;
+    } catch (err) {
+      this.release(true);
+      throw err;
+    }
+    // nothing inserted (the guessed catalog row is no longer live): abort() rolls back
+    if (this.leadRows.length === 0) throw new StaleDecision(this.executionId);
   }
 
   /**

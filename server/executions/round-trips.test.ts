@@ -1,9 +1,10 @@
 /**
  * The round trips to PostgreSQL of an execution's life, counted on the wire (every query this
  * process sends; a simple query of several statements is one). Each transaction's last statement
- * carries its COMMIT (db.ts CommitRules): a top-level start is BEGIN with the insert (a session
- * statement, EXECUTEd; PREPAREd ahead of it where the connection lacks it), then the
- * write (migration 340's function, its arguments inlined) with COMMIT; the claim of a row this process
+ * carries its COMMIT (db.ts CommitRules): the first top-level start of a playbook in a process is
+ * BEGIN with the insert (a session statement, EXECUTEd; PREPAREd ahead of it where the connection
+ * lacks it), then the write (migration 340's function, its arguments inlined) with COMMIT; a later
+ * one is the insert under an id taken ahead, the write and the next start's id in one pipeline; the claim of a row this process
  * queued is the write leasing it; a claim under the lock is its prelude, the lease, then the write with
  * COMMIT; the step that ends the execution is the write and the end's statements, bound, in one
  * pipeline (one Sync: one implicit transaction). What is stored is checked as well: fewer trips, same rows.
@@ -52,14 +53,17 @@ async function claimFirst(executionId: string, beforeClaim?: (queueId: string) =
 }
 
 describe('round trips', () => {
-  it('a top-level start: BEGIN with the insert and the lock, then the write with COMMIT, then the publish', async () => {
-    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload: { n: "it's \\ here" } }));
-    expect(trips).toHaveLength(3);
+  it('the first top-level start of a playbook: BEGIN with the insert and the lock, then the write with COMMIT, then the publish', async () => {
+    await core.deps.catalog.register(chainPlaybook('r/first', 3));
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/first', payload: { n: "it's \\ here" } }));
+    // the first start of a version in a process also reads its playbook (the loader's cache), once
+    expect(trips).toHaveLength(4);
     expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/);
-    expect(trips[1]).toMatch(/^SELECT [^;]* FROM playflow_write_decision\(.*\); COMMIT$/s);
-    expect(trips[2]).toBe('playflow.mark_published');
+    expect(trips[1]).toMatch(/FROM catalog WHERE catalog_id = \$1/);
+    expect(trips[2]).toMatch(/^SELECT [^;]* FROM playflow_write_decision\(.*\); COMMIT$/s);
+    expect(trips[3]).toBe('playflow.mark_published');
     const row = await core.deps.executions.get(res.execution_id);
-    expect(row).toMatchObject({ status: 'started', path: 'r/chain', version: 1, payload: { n: "it's \\ here" } });
+    expect(row).toMatchObject({ status: 'started', path: 'r/first', version: 1, payload: { n: "it's \\ here" } });
     const { rows } = await core.db.pool.query('SELECT name FROM event WHERE execution_id = $1 ORDER BY seq', [res.execution_id]);
     expect(rows.map((r) => r.name)).toEqual(['execution_started', 'step.enter', 'command_issued']);
     expect((await core.db.pool.query('SELECT status, published_at IS NOT NULL AS published FROM queue WHERE execution_id = $1', [res.execution_id])).rows)
@@ -70,12 +74,13 @@ describe('round trips', () => {
         WHERE q.execution_id = $1`, [res.execution_id]);
     expect(cmd.queued).toMatchObject({ step: 's1', tool: { kind: 'python' } });
     expect(cmd.queued).toEqual(cmd.issued);
-    expect(trips[1]).not.toMatch(/"cmd":/);
+    expect(trips[2]).not.toMatch(/"cmd":/);
   });
 
-  it('a start whose payload is too large to inline binds its values instead: more trips, the payload intact', async () => {
+  it('a first start whose payload is too large to inline binds its values instead: more trips, the payload intact', async () => {
+    await core.deps.catalog.register(chainPlaybook('r/large', 3));
     const payload = { blob: 'x'.repeat(300_000) };
-    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload }));
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/large', payload }));
     expect(trips.some((t) => /EXECUTE playflow_insert_live/.test(t))).toBe(false);
     expect(trips.length).toBeGreaterThan(3);
     expect((await core.deps.executions.get(res.execution_id))?.payload).toEqual(payload);
@@ -86,6 +91,67 @@ describe('round trips', () => {
     const { sent: trips } = await sent(() => expect(core.deps.executions.start({ path: 'r/none', payload: {} })).rejects.toMatchObject({ statusCode: 404 }));
     expect(trips).toEqual([expect.stringMatching(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/), 'ROLLBACK']);
     expect(await sequence('execution_execution_id_seq')).toBe(before);
+  });
+
+  /** Starts `path` until one went in one pipeline: the first start of a path in a process cannot, nor one that finds no id taken ahead. */
+  async function startedAhead(path: string): Promise<void> {
+    const ex = core.deps.executions as PgExecutionService;
+    for (let i = 0; i < 10; i++) {
+      const before = ex.startsAhead.pipelined;
+      await core.deps.executions.start({ path, payload: {} });
+      if (ex.startsAhead.pipelined > before) return;
+      await new Promise((r) => setTimeout(r, 20)); // the ids being taken in the background
+    }
+    throw new Error(`no start of ${path} went in one pipeline`);
+  }
+
+  const START_PIPELINE = 'PIPELINE playflow.insert_at, playflow.write_decision, playflow.next_execution_id';
+
+  it('a later start: the insert under an id taken ahead, the write and the next start\'s id in one pipeline, then the publish', async () => {
+    const ex = core.deps.executions as PgExecutionService;
+    await startedAhead('r/chain');
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/chain', payload: { n: "it's \\ here" } }));
+    expect(trips).toEqual([START_PIPELINE, 'playflow.mark_published']);
+    expect(res).toMatchObject({ status: 'started', path: 'r/chain', version: 1, commands: 1 });
+    const row = await core.deps.executions.get(res.execution_id);
+    expect(row).toMatchObject({ execution_id: res.execution_id, root_execution_id: res.execution_id, status: 'started', path: 'r/chain', version: 1, payload: { n: "it's \\ here" } });
+    const { rows } = await core.db.pool.query('SELECT name FROM event WHERE execution_id = $1 ORDER BY seq', [res.execution_id]);
+    expect(rows.map((r) => r.name)).toEqual(['execution_started', 'step.enter', 'command_issued']);
+    expect((await core.db.pool.query('SELECT status, published_at IS NOT NULL AS published FROM queue WHERE execution_id = $1', [res.execution_id])).rows)
+      .toEqual([{ status: 'queued', published: true }]);
+    expect(await ex.foldState(res.execution_id)).toEqual(await ex.loadState(res.execution_id));
+    // its cached state is the committed one: the first claim is still one round trip, and the execution runs to its end
+    const { value: cmd, sent: claimTrips } = await sent(() => claimFirst(res.execution_id));
+    expect(claimTrips).toEqual(['playflow.write_decision']);
+    let next: ClaimedCommand | undefined = cmd;
+    while (next) next = (await ex.handleEvents([callDone(next, { response: { i: next.step } })], { claimNext })).claimed?.[0];
+    expect(await core.deps.executions.get(res.execution_id)).toMatchObject({ status: 'completed', result: { i: 's3' }, created_at: row!.created_at });
+  });
+
+  it('a start after a newer version was registered: the guess inserts nothing, and the start takes the new version the first way; a removed path is a 404', async () => {
+    const ex = core.deps.executions as PgExecutionService;
+    await core.deps.catalog.register(chainPlaybook('r/stale', 2));
+    await startedAhead('r/stale');
+    await core.deps.catalog.register(chainPlaybook('r/stale', 3));
+    const count = async () => (await core.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM execution WHERE path = 'r/stale'`)).rows[0].n;
+    const before = await count();
+    const stale = ex.startsAhead.stale;
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/stale', payload: {} }));
+    expect(trips[0]).toBe(START_PIPELINE);
+    expect(trips[1]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/);
+    expect(res.version).toBe(2);
+    expect(ex.startsAhead.stale).toBe(stale + 1);
+    expect(await count()).toBe(before + 1);
+    // the pipeline's write found no execution: nothing of it is stored anywhere
+    const orphans = await core.db.pool.query(`SELECT 'event' FROM event e WHERE NOT EXISTS (SELECT 1 FROM execution x WHERE x.execution_id = e.execution_id)
+      UNION ALL SELECT 'queue' FROM queue q WHERE NOT EXISTS (SELECT 1 FROM execution x WHERE x.execution_id = q.execution_id)`);
+    expect(orphans.rows).toEqual([]);
+
+    await startedAhead('r/stale');
+    await core.deps.catalog.remove('r/stale');
+    const left = await count();
+    await expect(core.deps.executions.start({ path: 'r/stale', payload: {} })).rejects.toMatchObject({ statusCode: 404 });
+    expect(await count()).toBe(left);
   });
 
   it('a start of a given version or of the latest, again and again on the prepared inserts: the right version, or a 404', async () => {

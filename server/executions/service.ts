@@ -47,6 +47,7 @@ import { Children } from './children.js';
 import { Leases } from './leases.js';
 import { ExecutionLoader, groupCommitPrelude } from './loader.js';
 import { decisionCommitRules, LazyTransaction } from './lazy-tx.js';
+import { StartAhead } from './start-ahead.js';
 import { StaleDecision, type GuardedLease } from '../store/decision.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
@@ -97,6 +98,8 @@ export interface ExecutionServiceOptions {
    * lock and written in one round trip, checked at the write (default true; see speculate).
    */
   speculation?: boolean;
+  /** A top-level start of a playbook this process started before goes in one round trip (default: as `speculation`; see startAhead). */
+  startAhead?: boolean;
 }
 
 /**
@@ -147,6 +150,17 @@ const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + 
  */
 export const idsToReserve = (want: number, previous = 0): number =>
   Math.max(want, Math.min(Math.max(want <= 1 ? want : 2 * want, previous), MAX_BATCH));
+
+/** The row a top-level start's insert makes (execStore.insertAtBound), for the engine to decide on before it is sent. */
+function expectedRow(id: string, path: string, live: { catalog_id: string; version: number }, payload: JsonObject,
+  origin: execStore.ExecutionOrigin, now: Date): ExecutionRow {
+  return {
+    execution_id: id, catalog_id: live.catalog_id, path, version: live.version, payload, status: 'started', result: null, error: null, steps: {},
+    parent_execution_id: null, parent_command_id: null, parent_queue_id: null, root_execution_id: id, retries: 0, retry_with_parent: false,
+    rerun_of: origin.rerun_of ?? null, schedule_id: origin.schedule_id ?? null, schedule_tick: origin.schedule_tick ?? null, hook_id: origin.hook_id ?? null,
+    created_at: now, updated_at: now, finished_at: null,
+  };
+}
 
 /** A run request's answer for an execution that now exists. */
 const started = (x: Pick<ExecutionRow, 'execution_id' | 'path' | 'version'>, commands: number): RunResponse =>
@@ -217,7 +231,13 @@ export class PgExecutionService implements ExecutionService {
   readonly reads = { fromCache: 0 };
   /** Speculative decisions (tests, diagnostics): written in one round trip, in an opened transaction, or decided again under the lock. */
   readonly speculations = { oneTrip: 0, opened: 0, redone: 0 };
+  /** Top-level starts (tests, diagnostics): in one pipeline, or the guess of the catalog row was stale (then two round trips). */
+  readonly startsAhead = { pipelined: 0, stale: 0 };
   private readonly speculation: boolean;
+  private readonly startsAheadOn: boolean;
+  /** Catalog rows and execution ids for one-round-trip starts (start-ahead.ts). */
+  private readonly ahead: StartAhead;
+  private startsInFlight = 0;
 
   constructor(o: ExecutionServiceOptions) {
     this.db = o.db;
@@ -237,6 +257,8 @@ export class PgExecutionService implements ExecutionService {
     this.onWaiting = o.onWaiting;
     // the guard compares the vars table's API vars: only with hooks that read vars from it
     this.speculation = (o.speculation ?? true) && this.hooks.loadVarsSql !== undefined;
+    this.startsAheadOn = this.speculation && (o.startAhead ?? true);
+    this.ahead = new StartAhead((count) => execStore.takeExecutionIds(this.db.pool, count));
     this.leases = new Leases({
       db: this.db,
       log: this.log,
@@ -280,6 +302,15 @@ export class PgExecutionService implements ExecutionService {
 
   /** `req` is valid (common/contract RunBody, checked at the HTTP edge; internal callers are typed). */
   async start(req: RunRequest, origin: execStore.ExecutionOrigin = {}): Promise<RunResponse> {
+    this.startsInFlight++;
+    try {
+      return await this.startOnce(req, origin);
+    } finally {
+      this.startsInFlight--;
+    }
+  }
+
+  private async startOnce(req: RunRequest, origin: execStore.ExecutionOrigin): Promise<RunResponse> {
     const payload = req.payload ?? {};
     const key = req.idempotency_key;
     if (key) {
@@ -288,6 +319,8 @@ export class PgExecutionService implements ExecutionService {
     }
     const topLevel = (req.parent_execution_id ?? null) === null && (req.parent_queue_id ?? null) === null;
     if (topLevel) {
+      const ahead = await this.startAhead(req, payload, origin).catch((err: unknown) => this.startFailed(err, req));
+      if (ahead) return ahead;
       const insert = execStore.insertLiveSql({ path: req.path, version: req.version ?? undefined, payload, idempotency_key: key ?? null, ...origin });
       if (insert !== null) return this.startTopLevel(req, insert);
     }
@@ -376,14 +409,78 @@ export class PgExecutionService implements ExecutionService {
    */
   private async startTopLevel(req: RunRequest, insert: SessionSql): Promise<RunResponse> {
     let held = false;
+    let found: ExecutionRow | undefined;
     return this.run(async (client, ctx, begun): Promise<RunResponse> => {
       const row = begun[0]?.rows[0] as ExecutionRow | undefined;
       if (!row) throw notFound(notFoundMessage(req));
       const playbook = await this.loader.playbookFor(client, row.catalog_id);
       const commands = await this.beginUnlessHeld(client, ctx, row, playbook, this.hooks.loadVarsSql ? {} : undefined);
       held = commands === null;
+      found = row;
       return started(row, commands ?? 0);
-    }, { begin: insert.sql, prepare: insert.prepare, lastCommits: true }).then((res) => this.afterStart(res, held), (err: unknown) => this.startFailed(err, req));
+    }, { begin: insert.sql, prepare: insert.prepare, lastCommits: true }).then((res) => {
+      // committed: the next start of this path may go in one round trip (startAhead)
+      if (found) this.ahead.found(req.path, req.version ?? undefined, found);
+      return this.afterStart(res, held);
+    }, (err: unknown) => this.startFailed(err, req));
+  }
+
+  /**
+   * A top-level start in ONE round trip, when this process has started the playbook before and
+   * holds an execution id taken ahead (start-ahead.ts): the engine decides the first step on the
+   * row the insert will make, and the insert, the first write and the id of a later start go in one
+   * pipeline (lazy-tx.ts Surround). Null, with nothing written, when it cannot be made (no guess,
+   * no id, a playbook under a concurrency limit, whose start may be held) or the guessed catalog
+   * row is no longer live; the two-round-trip start then runs. Like a redone speculation, a start
+   * redone that way has counted its first commands twice in the metrics.
+   */
+  private async startAhead(req: RunRequest, payload: JsonObject, origin: execStore.ExecutionOrigin): Promise<RunResponse | null> {
+    if (!this.startsAheadOn) return null;
+    const version = req.version ?? undefined;
+    const live = this.ahead.catalogRow(req.path, version);
+    const playbook = live && this.loader.playbooks.get(live.catalog_id);
+    if (!live || !playbook || limits.limitOf(playbook)) return null;
+    const id = this.ahead.takeId(this.startsInFlight);
+    if (!id) return null;
+    const ctx = newCtx();
+    const lead = execStore.insertAtBound({ execution_id: id, catalog_id: live.catalog_id, latest: version === undefined, payload, idempotency_key: req.idempotency_key ?? null, ...origin });
+    const tx = new LazyTransaction(this.db.pool, id, null, 0, () => this.ending(ctx), { lead, tail: [execStore.nextExecutionIdBound(id)] });
+    const expected = expectedRow(id, req.path, live, payload, origin, new Date(this.now()));
+    let commands: number;
+    try {
+      commands = await this.begin(tx.client, ctx, expected, playbook, {});
+      await tx.finish(ctx.terminated.length > 0);
+    } catch (err) {
+      this.abandoned(ctx);
+      await tx.abort();
+      if (err instanceof StaleDecision) return this.staleGuess(req.path, version);
+      // nothing was sent (no connection, say): the other way, with its retries; else PostgreSQL
+      // refused it (a twin's Idempotency-Key: startFailed), or the outcome of a lost commit is unknown
+      if (!tx.commitSent) return null;
+      throw err;
+    }
+    const inserted = tx.leadRows?.[0] as ExecutionRow | undefined;
+    // committed, but with no execution the write found nothing to write to
+    if (!inserted) {
+      this.abandoned(ctx);
+      return this.staleGuess(req.path, version);
+    }
+    this.ahead.keep((tx.tailResults[0]?.rows ?? []).map((r) => String(r.id)));
+    const entry = ctx.cache.get(id);
+    if (entry) {
+      const { status, result, error, steps, updated_at, finished_at } = entry.row;
+      entry.row = { ...inserted, status, result, error, steps, updated_at, finished_at };
+    }
+    this.startsAhead.pipelined++;
+    this.committed(ctx);
+    await this.afterCommit(ctx);
+    return started(inserted, commands);
+  }
+
+  private staleGuess(path: string, version: number | undefined): null {
+    this.ahead.stale(path, version);
+    this.startsAhead.stale++;
+    return null;
   }
 
   private afterStart(res: RunResponse, held: boolean): RunResponse {

@@ -245,6 +245,45 @@ export function insertLiveSql(e: { path: string; version?: number; payload: Json
   return { sql: statement.execute(...lits), prepare: [statement] };
 }
 
+/**
+ * The insert of a top-level execution under an id taken ahead (`takeExecutionIds`, or the
+ * `nextExecutionIdBound` of an earlier start), of the catalog row an earlier start found live at its
+ * path, taking the new execution's lock. No row when that catalog row is no longer what the
+ * request would pick: deleted, or (`latest`) a newer version registered since. The write of a
+ * pipelined start (service.ts startAhead) goes with it, and finds no execution then.
+ */
+const INSERT_AT_SQL = `WITH c AS (
+    SELECT k.catalog_id, k.path, k.version FROM catalog k
+     WHERE k.catalog_id = $2::bigint AND k.deleted_at IS NULL
+       AND NOT ($9::boolean AND EXISTS (SELECT 1 FROM catalog n WHERE n.path = k.path AND n.deleted_at IS NULL AND n.version > k.version))
+  ), ins AS (
+    INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
+    SELECT $1::bigint, c.catalog_id, c.path, c.version, $3::jsonb, $1::bigint, $4::bigint, $5::bigint, $6::timestamptz, $7::text, $8::bigint FROM c
+    RETURNING *
+  )
+  SELECT ins.* FROM ins, LATERAL (SELECT pg_advisory_xact_lock(ins.execution_id)) AS locked`;
+
+export function insertAtBound(e: { execution_id: string; catalog_id: string; latest: boolean; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): BoundStatement {
+  return {
+    name: 'playflow.insert_at', text: INSERT_AT_SQL,
+    values: [e.execution_id, e.catalog_id, JSON.stringify(e.payload), e.rerun_of ?? null, e.schedule_id ?? null, e.schedule_tick ?? null,
+      e.idempotency_key ?? null, e.hook_id ?? null, e.latest],
+  };
+}
+
+const NEXT_EXECUTION_ID = "nextval(pg_get_serial_sequence('execution', 'execution_id'))::text";
+
+/** In a start's pipeline, after its insert: the id of a later start, taken only if the insert was made. */
+export const nextExecutionIdBound = (executionId: string): BoundStatement => ({
+  name: 'playflow.next_execution_id', text: `SELECT ${NEXT_EXECUTION_ID} AS id FROM execution WHERE execution_id = $1::bigint`, values: [executionId],
+});
+
+/** Execution ids for starts to come (nextval is not transactional: an id never used is a gap, nothing else). */
+export async function takeExecutionIds(q: Queryable, count: number): Promise<string[]> {
+  const { rows } = await q.query<{ id: string }>({ name: 'playflow.take_execution_ids', text: `SELECT ${NEXT_EXECUTION_ID} AS id FROM generate_series(1, $1::integer)`, values: [count] });
+  return rows.map((r) => r.id);
+}
+
 /** The execution a run request with this Idempotency-Key created, if any. */
 export async function findByIdempotencyKey(q: Queryable, key: string): Promise<ExecutionRow | null> {
   const { rows } = await q.query<RowWithSteps>(`SELECT e.*, ${stepsOf('e')} FROM execution e WHERE e.idempotency_key = $1`, [key]);
