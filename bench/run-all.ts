@@ -12,6 +12,7 @@ const benches: Array<[string, string[]]> = [
   ['server.js', ['100', '3']],
   ['decision-write.js', []],
   ['pipelined-end.js', []],
+  ['starts.js', []],
   ['fibo.js', ['5']],
   ['http-loop.js', ['1000', '64']],
   ['executions.js', ['--executions', '500', '--clients', '32']],
