@@ -20,7 +20,7 @@
  * | PLAYFLOW_MAX_BODY_BYTES | 10485760 (10 MiB) | largest request body (413 beyond); it caps what a step can return, since a worker reports its result in one request |
  * | PLAYFLOW_ENCRYPTION_KEY | (none) | read here, validated by the credential store |
  * | LOG_LEVEL | info | pino level (trace, debug, info, warn, error, fatal, silent) |
- * | PLAYFLOW_SPECULATIVE_WRITES | on | `off`: every step takes the execution's lock before deciding (three round trips instead of one; see executions/lazy-tx.ts) |
+ * | PLAYFLOW_SPECULATIVE_WRITES | on | `off`: every step takes the execution's lock before deciding (three round trips instead of one; see executions/lazy-tx.ts), and a start takes two (executions/start-ahead.ts) |
  */
 
 import type { TemplateLimits } from '../playbook/template/budget.js';

@@ -154,6 +154,19 @@ describe('round trips', () => {
     expect(await count()).toBe(left);
   });
 
+  it('with speculative writes off (PLAYFLOW_SPECULATIVE_WRITES=off), every start takes the two round trips', async () => {
+    const off = await testCore(tdb.url, { hooks: secretsHooks, speculativeWrites: false });
+    try {
+      for (let i = 0; i < 3; i++) await off.deps.executions.start({ path: 'r/chain', payload: {} });
+      const { sent: trips } = await recordQueries(() => off.deps.executions.start({ path: 'r/chain', payload: {} }), CORE_TIMER_QUERIES);
+      expect(trips[0]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/);
+      expect(trips.some((t) => t.startsWith('PIPELINE'))).toBe(false);
+      expect((off.deps.executions as PgExecutionService).startsAhead.pipelined).toBe(0);
+    } finally {
+      await off.stop();
+    }
+  });
+
   it('a start of a given version or of the latest, again and again on the prepared inserts: the right version, or a 404', async () => {
     await core.deps.catalog.register(chainPlaybook('r/versions', 1));
     await core.deps.catalog.register(chainPlaybook('r/versions', 2));
