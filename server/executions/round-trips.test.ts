@@ -154,6 +154,31 @@ describe('round trips', () => {
     expect(await count()).toBe(left);
   });
 
+  it('two pipelined starts with one Idempotency-Key at once: one execution, the other answered with it as a replay', async () => {
+    const ex = core.deps.executions as PgExecutionService;
+    // until two starts at once both went in a pipeline: each of them took an id for a later one
+    let both = false;
+    for (let i = 0; i < 20 && !both; i++) {
+      const before = ex.startsAhead.pipelined;
+      await Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: {} })));
+      both = ex.startsAhead.pipelined - before === 2;
+      if (!both) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(both).toBe(true);
+    const key = `twins-${Date.now()}`;
+    const before = ex.startsAhead.pipelined;
+    const { value: [a, b], sent: trips } = await sent(() =>
+      Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: { k: 1 }, idempotency_key: key }))));
+    // both went in a pipeline; the second insert met the first one's key (23505) and rolled back
+    expect(trips.filter((t) => t === START_PIPELINE)).toHaveLength(2);
+    expect(trips.some((t) => /playflow_insert_live/.test(t))).toBe(false);
+    expect(a.execution_id).toBe(b.execution_id);
+    expect([a, b].filter((r) => (r as { replayed?: boolean }).replayed)).toHaveLength(1);
+    expect(ex.startsAhead.pipelined).toBe(before + 1);
+    const { rows } = await core.db.pool.query('SELECT count(*)::int AS n FROM execution WHERE idempotency_key = $1', [key]);
+    expect(rows[0].n).toBe(1);
+  });
+
   it('with speculative writes off (PLAYFLOW_SPECULATIVE_WRITES=off), every start takes the two round trips', async () => {
     const off = await testCore(tdb.url, { hooks: secretsHooks, speculativeWrites: false });
     try {
