@@ -154,6 +154,34 @@ describe('round trips', () => {
     expect(await count()).toBe(left);
   });
 
+  it('a later start whose first decision writes vars first: BEGIN, the insert, the vars, then the write with COMMIT', async () => {
+    const ex = core.deps.executions as PgExecutionService;
+    // a first step without a tool completes in the start's own decision, and its vars go before the write
+    await core.deps.catalog.register(`apiVersion: playflow.io/v2
+kind: Playbook
+metadata: { name: router, path: r/router }
+workflow:
+  - step: start
+    vars: { who: "{{ payload.who }}" }
+    next: s1
+  - step: s1
+    tool: { kind: python, code: "result = 1" }
+`);
+    await startedAhead('r/router');
+    const before = ex.startsAhead.pipelined;
+    const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/router', payload: { who: 'ann' } }));
+    expect(trips[0]).toBe('BEGIN');
+    expect(trips[1]).toBe('PIPELINE playflow.insert_at');
+    expect(trips.some((t) => /playflow_insert_live/.test(t))).toBe(false);
+    expect(ex.startsAhead.pipelined).toBe(before + 1);
+    const { rows: vars } = await core.db.pool.query('SELECT var_name, var_value FROM vars WHERE execution_id = $1', [res.execution_id]);
+    expect(vars).toEqual([{ var_name: 'who', var_value: 'ann' }]);
+    const { rows } = await core.db.pool.query('SELECT name FROM event WHERE execution_id = $1 ORDER BY seq', [res.execution_id]);
+    expect(rows.map((r) => r.name)).toContain('vars_set');
+    expect(await ex.foldState(res.execution_id)).toEqual(await ex.loadState(res.execution_id));
+    expect(await core.deps.executions.get(res.execution_id)).toMatchObject({ status: 'started', payload: { who: 'ann' } });
+  });
+
   it('two pipelined starts with one Idempotency-Key at once: one execution, the other answered with it as a replay', async () => {
     const ex = core.deps.executions as PgExecutionService;
     // until two starts at once both went in a pipeline: each of them took an id for a later one
