@@ -14,6 +14,7 @@ import type { ClaimedCommand } from '../../common/protocol.js';
 import { recordQueries, type TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
 import { secretsHooks } from '../secrets/hooks.js';
+import { metrics } from '../metrics.js';
 import type { PgExecutionService } from './service.js';
 import type { Lru } from './lru.js';
 import type { QueueRef } from './tx-types.js';
@@ -105,6 +106,9 @@ describe('round trips', () => {
     throw new Error(`no start of ${path} went in one pipeline`);
   }
 
+  /** playflow_executions_total{status="started"} (one registry per process: the delta is what counts). */
+  const startedCount = async () => (await metrics.executions.get()).values.find((v) => v.labels.status === 'started')?.value ?? 0;
+
   const START_PIPELINE = 'PIPELINE playflow.insert_at, playflow.write_decision, playflow.next_execution_id';
 
   it('a later start: the insert under an id taken ahead, the write and the next start\'s id in one pipeline, then the publish', async () => {
@@ -136,7 +140,10 @@ describe('round trips', () => {
     const count = async () => (await core.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM execution WHERE path = 'r/stale'`)).rows[0].n;
     const before = await count();
     const stale = ex.startsAhead.stale;
+    const startedBefore = await startedCount();
     const { value: res, sent: trips } = await sent(() => core.deps.executions.start({ path: 'r/stale', payload: {} }));
+    // the engine decided twice, the execution started once
+    expect(await startedCount()).toBe(startedBefore + 1);
     expect(trips[0]).toBe(START_PIPELINE);
     expect(trips[1]).toMatch(/^(PREPARE [^;]+; )*BEGIN; EXECUTE playflow_insert_live\(/);
     expect(res.version).toBe(2);

@@ -19,6 +19,8 @@ export interface TxCtx {
    * the transaction read them: they are cancelled after the commit.
    */
   terminated: { id: string; openChildren: string[] }[];
+  /** Executions this transaction started (the engine's start): counted in the metrics once it committed. */
+  started: number;
 }
 
 export interface CachedState {
