@@ -8,6 +8,8 @@
  * The four writes are shaped after a logged run of bench/executions (http steps):
  *   step   a call.done: eight events, the next command leased eagerly, the call's row closed,
  *          two summaries, the guard with one lease and a queue id reserved
+ *   step_unguarded  the same write without the guard (as under the lock): the difference is
+ *          what the speculation's guard costs
  *   claim  the speculated first claim of a row: one action_started, one lease (p_claims)
  *   start  an execution's first decision: three events, one queued command, one summary
  *   end    the call.done that ends it: six events, the row closed, the result, the snapshot
@@ -98,6 +100,7 @@ const CASES: Record<string, WriteCase> = {
       '4', lit([{ queue_id: '@Q@', worker_id: 'w', lease_token: 'tok' }]), `'{}'`, '1', `'[]'`,
     ],
   },
+  step_unguarded: { events: 4, queue: 'leased', args: [] }, // step's arguments with the guard's three NULL (below)
   claim: {
     events: 3, queue: 'queued', args: [
       lit([{ seq: 4, name: 'action_started', step: 'start', command_id: 1, payload: { delivery: 1, queue_id: '@Q@', worker_id: 'w', lease_until: '2026-12-04T20:54:26.240Z' } }]),
@@ -125,6 +128,8 @@ const CASES: Record<string, WriteCase> = {
     ],
   },
 };
+
+CASES.step_unguarded!.args = CASES.step!.args.map((a, i, all) => (i >= all.length - 5 && i < all.length - 2 ? 'NULL' : a));
 
 /** A procedure timing `calls` writes of one case by the function `fn`, each on fresh state; returns µs in total. */
 function procedure(name: string, c: WriteCase, fns: string[]): string {
@@ -195,7 +200,7 @@ async function main() {
     console.log(`decision-write: PostgreSQL's time in playflow_write_decision per call, µs (median of ${ROUNDS} rounds of ${CALLS} calls; each call on fresh state)`);
     for (const [kind, v] of Object.entries(us)) {
       const now = median(v[0]!);
-      const line = `  ${kind.padEnd(6)} ${now.toFixed(0).padStart(5)} µs`;
+      const line = `  ${kind.padEnd(14)} ${now.toFixed(0).padStart(5)} µs`;
       if (fns.length === 1) console.log(line);
       else {
         // each round times both versions back to back: the ratio of a round is the paired figure
