@@ -460,7 +460,7 @@ export class PgExecutionService implements ExecutionService {
       throw err;
     }
     const inserted = tx.leadRows?.[0] as ExecutionRow | undefined;
-    // committed, but with no execution the write found nothing to write to
+    // nothing reached PostgreSQL (the lead's stale answer throws above): the other way decides
     if (!inserted) {
       this.abandoned(ctx);
       return this.staleGuess(req.path, version);
