@@ -189,13 +189,16 @@ export function orderedSteps(steps: Record<string, StepSummary>): Record<string,
   return out;
 }
 
+/** A new execution id (nextval is not transactional: an id never used is a gap, nothing else). */
+const NEXT_EXECUTION_ID = "nextval(pg_get_serial_sequence('execution', 'execution_id'))";
+
 export async function insert(q: Queryable, e: {
   catalog_id: string; path: string; version: number; payload: JsonObject;
   parent_execution_id: string | null; parent_command_id: number | null; parent_queue_id: string | null; root_execution_id: string | null;
   idempotency_key?: string | null;
 } & ExecutionOrigin): Promise<ExecutionRow> {
   const { rows } = await q.query<ExecutionRow>(
-    `WITH id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v)
+    `WITH id AS (SELECT ${NEXT_EXECUTION_ID} AS v)
      INSERT INTO execution (execution_id, catalog_id, path, version, payload, parent_execution_id, parent_command_id, parent_queue_id, root_execution_id,
                             rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
      SELECT id.v, $1, $2, $3, $4, $5, $6, $7, COALESCE($8::bigint, id.v), $9, $10, $11, $12, $13 FROM id
@@ -206,20 +209,30 @@ export async function insert(q: Queryable, e: {
 }
 
 /**
- * The insert of a top-level execution of the live catalog row at $1 (its latest version, or the
- * version $2), taking the new execution's lock. No row: no such playbook (no id taken).
+ * The insert of a top-level execution of the catalog row `catalogRow` selects (none: no insert,
+ * and `newId` is not evaluated), under the id `newId`, taking the new execution's lock. $3 is the
+ * payload, $4..$8 what started it and its Idempotency-Key; both forms below fill them alike.
  */
-function insertLiveStatementSql(byVersion: boolean): string {
-  return `WITH c AS (
-    SELECT catalog_id, path, version FROM catalog WHERE path = $1 AND deleted_at IS NULL${byVersion ? ' AND version = $2' : ''} ORDER BY version DESC LIMIT 1
-  ), id AS (SELECT nextval(pg_get_serial_sequence('execution', 'execution_id')) AS v FROM c
+function insertTopLevelSql(catalogRow: string, newId: string): string {
+  return `WITH c AS (${catalogRow}
+  ), id AS (SELECT ${newId} AS v FROM c
   ), ins AS (
     INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
-    SELECT id.v, c.catalog_id, c.path, c.version, $3, id.v, $4, $5, $6, $7, $8
+    SELECT id.v, c.catalog_id, c.path, c.version, $3::jsonb, id.v, $4::bigint, $5::bigint, $6::timestamptz, $7::text, $8::bigint
       FROM c, id
     RETURNING *
   )
   SELECT ins.* FROM ins, LATERAL (SELECT pg_advisory_xact_lock(ins.execution_id)) AS locked`;
+}
+
+/**
+ * The insert of a top-level execution of the live catalog row at $1 (its latest version, or the
+ * version $2), taking the new execution's lock. No row: no such playbook (no id taken).
+ */
+function insertLiveStatementSql(byVersion: boolean): string {
+  return insertTopLevelSql(
+    `SELECT catalog_id, path, version FROM catalog WHERE path = $1 AND deleted_at IS NULL${byVersion ? ' AND version = $2' : ''} ORDER BY version DESC LIMIT 1`,
+    NEXT_EXECUTION_ID);
 }
 
 /**
@@ -252,16 +265,11 @@ export function insertLiveSql(e: { path: string; version?: number; payload: Json
  * request would pick: deleted, or (`latest`) a newer version registered since. The write of a
  * pipelined start (service.ts startAhead) goes with it, and finds no execution then.
  */
-const INSERT_AT_SQL = `WITH c AS (
-    SELECT k.catalog_id, k.path, k.version FROM catalog k
-     WHERE k.catalog_id = $2::bigint AND k.deleted_at IS NULL
-       AND NOT ($9::boolean AND EXISTS (SELECT 1 FROM catalog n WHERE n.path = k.path AND n.deleted_at IS NULL AND n.version > k.version))
-  ), ins AS (
-    INSERT INTO execution (execution_id, catalog_id, path, version, payload, root_execution_id, rerun_of, schedule_id, schedule_tick, idempotency_key, hook_id)
-    SELECT $1::bigint, c.catalog_id, c.path, c.version, $3::jsonb, $1::bigint, $4::bigint, $5::bigint, $6::timestamptz, $7::text, $8::bigint FROM c
-    RETURNING *
-  )
-  SELECT ins.* FROM ins, LATERAL (SELECT pg_advisory_xact_lock(ins.execution_id)) AS locked`;
+const INSERT_AT_SQL = insertTopLevelSql(
+  `SELECT k.catalog_id, k.path, k.version FROM catalog k
+    WHERE k.catalog_id = $2::bigint AND k.deleted_at IS NULL
+      AND NOT ($9::boolean AND EXISTS (SELECT 1 FROM catalog n WHERE n.path = k.path AND n.deleted_at IS NULL AND n.version > k.version))`,
+  '$1::bigint');
 
 export function insertAtBound(e: { execution_id: string; catalog_id: string; latest: boolean; payload: JsonObject; idempotency_key?: string | null } & ExecutionOrigin): BoundStatement {
   return {
@@ -271,16 +279,14 @@ export function insertAtBound(e: { execution_id: string; catalog_id: string; lat
   };
 }
 
-const NEXT_EXECUTION_ID = "nextval(pg_get_serial_sequence('execution', 'execution_id'))::text";
-
 /** In a start's pipeline, after its insert: the id of a later start, taken only if the insert was made. */
 export const nextExecutionIdBound = (executionId: string): BoundStatement => ({
-  name: 'playflow.next_execution_id', text: `SELECT ${NEXT_EXECUTION_ID} AS id FROM execution WHERE execution_id = $1::bigint`, values: [executionId],
+  name: 'playflow.next_execution_id', text: `SELECT ${NEXT_EXECUTION_ID}::text AS id FROM execution WHERE execution_id = $1::bigint`, values: [executionId],
 });
 
-/** Execution ids for starts to come (nextval is not transactional: an id never used is a gap, nothing else). */
+/** Execution ids for starts to come. */
 export async function takeExecutionIds(q: Queryable, count: number): Promise<string[]> {
-  const { rows } = await q.query<{ id: string }>({ name: 'playflow.take_execution_ids', text: `SELECT ${NEXT_EXECUTION_ID} AS id FROM generate_series(1, $1::integer)`, values: [count] });
+  const { rows } = await q.query<{ id: string }>({ name: 'playflow.take_execution_ids', text: `SELECT ${NEXT_EXECUTION_ID}::text AS id FROM generate_series(1, $1::integer)`, values: [count] });
   return rows.map((r) => r.id);
 }
 
