@@ -156,6 +156,38 @@ describe('migrations', () => {
     }
   });
 
+  it('370 keeps the log and its event ids, drops the event_id index, and keeps deletes publishable', async () => {
+    const d = await databaseBefore(370);
+    try {
+      const cat = await d.pool.query(`INSERT INTO catalog (path, version, content, payload, content_hash) VALUES ('m/x', 1, '', '{}', 'h') RETURNING catalog_id`);
+      const ex = await d.pool.query(`INSERT INTO execution (catalog_id, path, version, root_execution_id) VALUES ($1, 'm/x', 1, 0) RETURNING execution_id`, [cat.rows[0].catalog_id]);
+      const id = ex.rows[0].execution_id;
+      // as a server of the previous version inserts: event_id from its sequence
+      const before = await d.pool.query(`INSERT INTO event (execution_id, seq, name) VALUES ($1, 1, 'execution_started'), ($1, 2, 'step.enter') RETURNING event_id`, [id]);
+      expect(await d.migrateRest()).toContain('370_event_key');
+
+      const idx = await d.pool.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'event' ORDER BY indexname`);
+      expect(idx.rows.map((r) => r.indexname)).toEqual(['event_execution_id_seq_key']);
+      const after = await d.pool.query(`INSERT INTO event (execution_id, seq, name) VALUES ($1, 3, 'step.exit') RETURNING event_id`, [id]);
+      expect(BigInt(after.rows[0].event_id)).toBeGreaterThan(BigInt(before.rows[1].event_id));
+      const { rows } = await d.pool.query('SELECT event_id, seq FROM event WHERE execution_id = $1 ORDER BY seq', [id]);
+      expect(rows).toEqual([...before.rows, ...after.rows].map((r, i) => ({ event_id: r.event_id, seq: i + 1 })));
+      // still one event per (execution, seq)
+      await expect(d.pool.query(`INSERT INTO event (execution_id, seq, name) VALUES ($1, 3, 'again')`, [id])).rejects.toThrow(/event_execution_id_seq_key/);
+
+      // a table without a replica identity refuses deletes once a publication covers it
+      await d.pool.query('CREATE PUBLICATION pf_migrate_370 FOR TABLE event');
+      try {
+        await d.pool.query('DELETE FROM execution WHERE execution_id = $1', [id]);
+        expect((await d.pool.query('SELECT count(*) AS n FROM event')).rows[0].n).toBe('0');
+      } finally {
+        await d.pool.query('DROP PUBLICATION pf_migrate_370');
+      }
+    } finally {
+      await d.close();
+    }
+  });
+
   it('ids travel as strings', async () => {
     const d = open();
     const { rows } = await d.pool.query(`SELECT 9007199254740993::bigint AS big`);
