@@ -188,6 +188,14 @@ describe('migrations', () => {
     }
   });
 
+  it('leave the decision functions on generic plans (380), which a CREATE OR REPLACE without SET would undo', async () => {
+    const d = open();
+    await migrate(d.pool);
+    const { rows } = await d.pool.query(`SELECT proname, proconfig FROM pg_proc WHERE proname LIKE 'playflow\\_%decision%' ORDER BY proname`);
+    expect(rows).toEqual(['playflow_decision_current', 'playflow_write_decision', 'playflow_write_decision_or_stale']
+      .map((proname) => ({ proname, proconfig: ['plan_cache_mode=force_generic_plan'] })));
+  });
+
   it('ids travel as strings', async () => {
     const d = open();
     const { rows } = await d.pool.query(`SELECT 9007199254740993::bigint AS big`);
