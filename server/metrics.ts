@@ -7,6 +7,10 @@
  *   const end = metrics.eventHandling.startTimer({ event: ev.name }); … end();
  *   metrics.executions.inc({ status: 'completed' });
  *
+ * What a transaction counts (commands issued, claimed, finished; executions started and ended) it
+ * lists in its context instead, and the execution service adds it once the transaction committed
+ * (executions/tx-types.ts `TxCtx.counts`): a transaction redone counts once.
+ *
  * Queue depth gauges are refreshed from QueueService.stats() at each scrape (server/app/health.ts),
  * so they are right on every replica without the core touching them.
  */

@@ -117,7 +117,7 @@ export class DecisionBatch {
       const row = await queueStore.get(this.client, item.queueId);
       return this.refuse(row ? claimRefusal(row, item.workerId) : notFound(`queue entry ${item.queueId} not found`));
     }
-    metrics.commandsClaimed.inc();
+    this.ctx.counts.push({ counter: metrics.commandsClaimed });
     this.ctx.claimed.push(item.queueId);
     await this.decide({
       name: 'action_started', step: claimed.step, command_id: claimed.command_id,
@@ -224,7 +224,7 @@ export class DecisionBatch {
     this.s.handOver(this.id);
     const decision = this.s.handle(this.state, this.loaded.playbook, event, this.now, this.externalVars, this.owned);
     this.touch(decision);
-    if (await this.s.writer.sideEffects(this.client, this.id, decision, this.closes)) this.varsChanged = true;
+    if (await this.s.writer.sideEffects(this.client, this.ctx, this.id, decision, this.closes)) this.varsChanged = true;
     this.events.push(...decision.events);
     const outcome: EventOutcome = { recorded: decision.events.length > 0, commands: 0 };
     for (const c of decision.commands) {
@@ -258,7 +258,7 @@ export class DecisionBatch {
       this.events.push(...started.events);
       this.state = started.state;
       this.leases.set(c.command_id, lease);
-      metrics.commandsClaimed.inc();
+      this.ctx.counts.push({ counter: metrics.commandsClaimed });
       claimed.push(this.claimedCommand(this.heldRow(lease.queue_id, c, lease)));
     }
     return claimed;

@@ -69,7 +69,7 @@ export class DecisionWriter {
       return { decision, recorded: false, inserted: [], row: loaded.row, externalVars, varsWritten: false };
     }
     const closes = new Map<number, CloseStatus>();
-    const varsWritten = await this.sideEffects(client, id, decision, closes);
+    const varsWritten = await this.sideEffects(client, ctx, id, decision, closes);
     const wasTerminal = isTerminal(loaded.row.status) && !decision.events.some((e) => e.name === 'execution_retried');
     const { row, inserted } = await this.write(client, ctx, loaded, {
       state: decision.state, events: decision.events, commands: decision.commands, closes, now,
@@ -87,7 +87,7 @@ export class DecisionWriter {
    * skipped step) are cancelled, so no worker starts them and a running one is told 410 on its next
    * heartbeat. The first close of a row wins, as one by one. Returns whether vars were written.
    */
-  async sideEffects(client: pg.PoolClient, id: string, decision: Decision, closes: Map<number, CloseStatus>): Promise<boolean> {
+  async sideEffects(client: pg.PoolClient, ctx: TxCtx, id: string, decision: Decision, closes: Map<number, CloseStatus>): Promise<boolean> {
     let varsWritten = false;
     for (const ev of decision.events) {
       if (ev.name === 'vars_set') {
@@ -101,7 +101,7 @@ export class DecisionWriter {
       } else if (ev.name === 'call.done' && ev.command_id !== undefined && ev.command_id !== null) {
         const failed = ev.payload?.error !== undefined && ev.payload?.error !== null;
         if (!closes.has(ev.command_id)) closes.set(ev.command_id, failed ? 'failed' : 'done');
-        metrics.commandsFinished.inc({ outcome: failed ? 'error' : 'ok' });
+        ctx.counts.push({ counter: metrics.commandsFinished, labels: { outcome: failed ? 'error' : 'ok' } });
       }
     }
     for (const c of decision.cancelled_commands ?? []) if (!closes.has(c)) closes.set(c, 'cancelled');
@@ -130,8 +130,8 @@ export class DecisionWriter {
       stepsChanged: touchedSteps(loaded.row.steps, execution.steps, c.touched) ??
         (loaded.row.steps === execution.steps ? undefined : changedSteps(loaded.row.steps, execution.steps)),
     });
-    if (written.inserted.length) metrics.commandsIssued.inc(written.inserted.length);
-    if (written.cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, written.cancelled);
+    if (written.inserted.length) ctx.counts.push({ counter: metrics.commandsIssued, n: written.inserted.length });
+    if (written.cancelled) ctx.counts.push({ counter: metrics.commandsFinished, labels: { outcome: 'cancelled' }, n: written.cancelled });
     for (const q of written.inserted) {
       if (!q.due) {
         ctx.queueRows.push(q);
@@ -182,7 +182,7 @@ export class DecisionWriter {
     let ending = ctx.terminated.find((t) => t.id === id);
     if (!ending) ctx.terminated.push((ending = { id, openChildren: [] }));
     const pipelined = (client as Partial<EndPipelining>).takeEndResults?.();
-    if (pipelined) return this.endedWith(pipelined, ending, row);
+    if (pipelined) return this.endedWith(ctx, pipelined, ending, row);
     const terminal = terminalOf(row);
     const hookSql = this.s.hooks.onExecutionTerminalSql?.(terminal);
     if (hookSql === undefined) await this.s.hooks.onExecutionTerminal(client, terminal);
@@ -192,15 +192,15 @@ export class DecisionWriter {
     const results = commitNow
       ? await client.queryAndCommit(sql, END_PREPARED)
       : (await client.query(sql)) as unknown as pg.QueryResult[];
-    this.endedWith(results, ending, row);
+    this.endedWith(ctx, results, ending, row);
     if (parent) await this.s.children.notifyParent(client, ctx, row);
   }
 
   /** The end's results (the queue's UPDATE first, the open children last): metrics, and the children to cancel after the commit. */
-  private endedWith(results: ReadonlyArray<{ rowCount: number | null; rows: unknown[] }>, ending: TxCtx['terminated'][number], row: ExecutionRow): void {
+  private endedWith(ctx: TxCtx, results: ReadonlyArray<{ rowCount: number | null; rows: unknown[] }>, ending: TxCtx['terminated'][number], row: ExecutionRow): void {
     const cancelled = results[0]!.rowCount ?? 0;
-    if (cancelled) metrics.commandsFinished.inc({ outcome: 'cancelled' }, cancelled);
-    metrics.executions.inc({ status: row.status });
+    if (cancelled) ctx.counts.push({ counter: metrics.commandsFinished, labels: { outcome: 'cancelled' }, n: cancelled });
+    ctx.counts.push({ counter: metrics.executions, labels: { status: row.status } });
     ending.openChildren = (results[results.length - 1]!.rows as Array<{ execution_id: string }>).map((r) => r.execution_id);
   }
 }

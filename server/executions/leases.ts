@@ -111,7 +111,7 @@ export class Leases {
         payload: { error, meta: { queue_id: queueId, attempts: r.attempts, worker_id: r.worker_id } },
       });
       await queueStore.finish(client, executionId, r.command_id, 'failed'); // even if the engine had it already
-      metrics.commandsFinished.inc({ outcome: 'expired' });
+      ctx.counts.push({ counter: metrics.commandsFinished, labels: { outcome: 'expired' } });
       this.s.log.warn({ queue_id: queueId, execution_id: executionId, attempts: r.attempts }, 'lease expired after the last attempt; step call failed');
       return 'failed';
     });

@@ -175,7 +175,7 @@ const notFoundMessage = (req: RunRequest) => req.version ? `playbook '${req.path
  */
 type RunOptions = { retryUniqueChild?: boolean; lastCommits?: boolean } & TxOptions;
 
-const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], claimed: [], terminated: [], cache: new Map(), started: 0 });
+const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], claimed: [], terminated: [], cache: new Map(), counts: [] });
 
 /** Most events and claims of one execution applied in one group-commit transaction. */
 export { MAX_BATCH };
@@ -522,7 +522,7 @@ export class PgExecutionService implements ExecutionService {
       execution_id: row.execution_id, path: row.path, version: row.version, catalog_id: row.catalog_id, payload: row.payload,
       parent_execution_id: row.parent_execution_id, root_execution_id: row.root_execution_id,
     }, this.input(now, externalVars));
-    ctx.started++;
+    ctx.counts.push({ counter: metrics.executions, labels: { status: 'started' } });
     // a new (or admitted) execution has no step summaries yet; its row was read without them
     const applied = await this.writer.persist(client, ctx, { row: { ...row, steps: {} }, state: undefined, seq: 0, snapSeq: 0, playbook }, decision, now, externalVars);
     // the vars it saw go with its cached state, so its first claim can be speculated
@@ -835,8 +835,10 @@ export class PgExecutionService implements ExecutionService {
 
   /** Right after a commit: the states and queue rows it wrote become this process's cache. */
   private committed(ctx: TxCtx): void {
-    // here, not in begin: a transaction retried, or a start redone the other way, started it once
-    if (ctx.started) metrics.executions.inc({ status: 'started' }, ctx.started);
+    for (const c of ctx.counts) {
+      if (c.labels) c.counter.inc(c.labels, c.n ?? 1);
+      else c.counter.inc(c.n ?? 1);
+    }
     for (const [id, entry] of ctx.cache) this.loader.remember(id, entry);
     for (const r of ctx.queueRows) {
       const ref: QueueRef = { execution_id: r.execution_id, command_id: r.command_id, step: r.step };

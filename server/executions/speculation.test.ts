@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedCommand } from '../../common/protocol.js';
 import { recordQueries, type TestDatabase } from '../../test/helpers/pg.js';
 import type { ServerCore } from '../core.js';
+import { metrics } from '../metrics.js';
 import type { PgExecutionService } from './service.js';
 import { secretsHooks } from '../secrets/hooks.js';
 import * as execStore from '../store/executions.js';
@@ -77,6 +78,13 @@ function reportItem(core: ServerCore, c: ClaimedCommand) {
 async function done(core: ServerCore, cmd: ClaimedCommand): Promise<ClaimedCommand | undefined> {
   const ack = await core.deps.executions.handleEvents([callDone(cmd, { response: { i: 1 } })], { claimNext });
   return ack.claimed?.[0];
+}
+
+/** The command counters of /metrics (one registry per process: the deltas are what count). */
+async function counts() {
+  const total = async (c: typeof metrics.commandsIssued, outcome?: string) =>
+    (await c.get()).values.filter((v) => outcome === undefined || v.labels.outcome === outcome).reduce((n, v) => n + v.value, 0);
+  return { finished: await total(metrics.commandsFinished, 'ok'), issued: await total(metrics.commandsIssued), claimed: await total(metrics.commandsClaimed) };
 }
 
 /** The queue id sequence's position (ids reserved for eager claims advance it). */
@@ -221,9 +229,12 @@ describe('speculative decisions', () => {
     expect(s3.context.vars).not.toHaveProperty('colour');
     await vars.upsertVars(a.db.pool, id, { colour: 'blue' }, 'user_defined', null, 'api');
     const redone = service(a).speculations.redone;
+    const counted = await counts();
     const s4 = (await done(a, s3))!;
     expect(service(a).speculations.redone).toBe(redone + 1);
     expect(s4.context.vars).toMatchObject({ colour: 'blue' });
+    // decided twice, written once: one call finished, one command issued and claimed
+    expect(await counts()).toEqual({ finished: counted.finished + 1, issued: counted.issued + 1, claimed: counted.claimed + 1 });
     await consistent(a, id);
   });
 

@@ -1,4 +1,5 @@
 /** The execution service's internal shapes: a transaction's context, a loaded execution, the group commit's items. */
+import type { Counter } from 'prom-client';
 import type { ClaimedCommand } from '../../common/protocol.js';
 import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Command, Decision, EngineEvent, ExecutionStateView } from '../engine/contract.js';
@@ -19,8 +20,19 @@ export interface TxCtx {
    * the transaction read them: they are cancelled after the commit.
    */
   terminated: { id: string; openChildren: string[] }[];
-  /** Executions this transaction started (the engine's start): counted in the metrics once it committed. */
-  started: number;
+  /**
+   * The metrics this transaction adds to, added once it committed (service.ts `committed`): a
+   * transaction that is redone (a stale speculation or start, a serialization failure, a batch
+   * applied again one by one) counts once, and one that did not commit not at all.
+   */
+  counts: Count[];
+}
+
+/** One increment of a counter: `n` (default 1) to the series of `labels`. */
+export interface Count {
+  counter: Counter<string>;
+  labels?: Partial<Record<string, string>>;
+  n?: number;
 }
 
 export interface CachedState {
