@@ -4,7 +4,8 @@
  * appends the events and inserts the next queue row in one transaction), and take the next
  * notification from the in-process broker. No tool runs: what is left is the server's own work.
  * Then the same chains with eager dispatch, the worker's default: call.done carries claim_next and
- * its answer is the next command, leased; for those it also prints this process's CPU per step.
+ * its answer is the next command, leased; for those it also prints the CPU per step of this
+ * process and of its PostgreSQL backends.
  * The client is the worker's (PlayflowClient over its pooled undici transport) and the server has
  * the production execution hooks (vars, keychain), as `server start` wires them.
  *
@@ -24,6 +25,7 @@ import { chainPlaybook } from '../server/executions/testkit.js';
 import { silentLogger } from '../common/logger.js';
 import { parseBool } from '../common/config.js';
 import { tuneV8Tiering } from '../common/v8-tiering.js';
+import { pgCpu } from './pg-cpu.js';
 
 const STEPS = Number(process.argv[2] ?? 100);
 const RUNS = Number(process.argv[3] ?? 3);
@@ -93,6 +95,9 @@ async function main() {
     // Eager dispatch, as the worker runs a chain: call.done with claim_next answers with the next
     // command already leased (one request and one transaction per step).
     const eager: number[] = [];
+    // the pool is warm (the runs above): its backends are all there to be read before and after
+    const backends = await pgCpu(url.toString());
+    const pg0 = await backends.read();
     const cpu0 = process.cpuUsage();
     for (let run = 0; run <= RUNS; run++) {
       const started = await client.run({ path: 'bench/chain', payload: {} });
@@ -114,9 +119,11 @@ async function main() {
     const etx = { n: gc.transactions - tx.n, ms: gc.ms - tx.ms };
     // CPU, not latency, is what issue 16 compares with the peers; this process is the server and its client
     const cpu = process.cpuUsage(cpu0);
+    const pgMs = backends.since(pg0, await backends.read());
+    await backends.close();
     const eagerSteps = (RUNS + 1) * STEPS;
     console.log(`server per step (claim + events + next command, as the worker does it: call.done with claim_next; HTTP, PostgreSQL on this machine): median ${quantile(eager, 0.5)} ms, p90 ${quantile(eager, 0.9)} ms, p99 ${quantile(eager, 0.99)} ms over ${eager.length} steps, ${etx.n} transactions of ${(etx.ms / etx.n).toFixed(2)} ms mean (issue 16's goal: ≤ 1.5 ms median)`);
-    console.log(`  CPU per eager step of this process (server + its HTTP client): user ${(cpu.user / 1000 / eagerSteps).toFixed(2)} ms, system ${(cpu.system / 1000 / eagerSteps).toFixed(2)} ms`);
+    console.log(`  CPU per eager step of this process (server + its HTTP client): user ${(cpu.user / 1000 / eagerSteps).toFixed(2)} ms, system ${(cpu.system / 1000 / eagerSteps).toFixed(2)} ms; its PostgreSQL backends ${(pgMs / eagerSteps).toFixed(2)} ms`);
     for (const line of classic) console.log(line);
   } finally {
     await app.close();
