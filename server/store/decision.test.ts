@@ -88,6 +88,48 @@ describe('the decision write', () => {
     await expect(writeDecision(stale as never, stepWrite(id, 2, 2, '9000032', 1))).rejects.toBeInstanceOf(StaleDecision);
   });
 
+  it('reads each lease the guard checks and each row a speculation claims by the primary key, whatever plan the connection kept', async () => {
+    // planned while the queue held few open rows, the statements before migration 390 took a
+    // partial index on status and kept it: with many rows leased later, each check walked them all
+    const client = await db.pool.connect();
+    const plans: string[] = [];
+    client.on('notice', (n) => { if (n.message?.includes('plan:')) plans.push(n.message); });
+    try {
+      const id = await execution();
+      await writeDecision(db.pool, stepWrite(id, 1, 1, '9000041'));
+      await db.pool.query(`INSERT INTO queue (queue_id, execution_id, command_id, step, command) VALUES (9000042, $1, 2, 's2', '{}')`, [id]);
+      const guard = async () => (await client.query('SELECT playflow_decision_current($1, 1, $2, $3) AS current',
+        [id, JSON.stringify([{ queue_id: '9000041', worker_id: 'w1', lease_token: 't1' }]), '{}'])).rows[0].current;
+      const claim = async () => {
+        await client.query('BEGIN');
+        try {
+          return await writeDecision(client, {
+            executionId: id, firstSeq: 2, events: [{ name: 'action_started', step: 's2', command_id: 2, payload: {} }], commands: [], nowMs: 0, closes: [],
+            execution: { status: 'running', result: null, error: null, steps: {}, terminal: false }, stepsChanged: {},
+            claims: [{ queue_id: '9000042', worker_id: 'w1', lease_token: 'c2', lease_until: new Date(Date.now() + 60_000) }],
+          });
+        } finally {
+          await client.query('ROLLBACK');
+        }
+      };
+      for (let i = 0; i < 6; i++) {
+        expect(await guard()).toBe(true);
+        await claim();
+      }
+      await db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status, worker_id, lease_token)
+        SELECT 987000, c, 's', '{}', CASE WHEN c % 2 = 0 THEN 'leased' ELSE 'queued' END, 'w9', 't' FROM generate_series(1, 4000) c`);
+      for (const s of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on',
+        'SET auto_explain.log_level = notice', 'SET client_min_messages = notice']) await client.query(s);
+      expect(await guard()).toBe(true);
+      expect((await claim()).inserted).toEqual([]);
+      const reads = plans.filter((p) => /FROM queue q WHERE q\.queue_id = /.test(p));
+      expect(reads).toHaveLength(2);
+      for (const p of reads) expect(p).toMatch(/Index Scan using queue_pkey on queue q\s/);
+    } finally {
+      client.release(true); // auto_explain stays loaded in that session
+    }
+  });
+
   it("the guard selects the API vars with the loader's predicate (store/vars.ts API_VAR_ROW)", async () => {
     const { rows: [fn] } = await db.pool.query(`SELECT prosrc FROM pg_proc WHERE proname = 'playflow_decision_current'`);
     expect(fn.prosrc).toContain(API_VAR_ROW);
