@@ -7,6 +7,13 @@
  *   queued | leased → cancelled (the execution became terminal)
  * A `playbook` command whose child execution was started stays `leased` with worker_id
  * `execution:<child id>` and lease_until `infinity` until the child's result arrives.
+ *
+ * A named statement that finds rows by queue_id writes its conditions on the status as
+ * `(…) IS TRUE`. Written plainly, they let the partial indexes on status (queue_queued,
+ * queue_open_pool) serve the statement too, and planned while those held few rows, a statement
+ * took one and kept that plan on the connection: it then walked every queued row to find the ones
+ * it named, 3.6 ms a claim with 20,000 queued. PostgreSQL matches a partial index only to
+ * conditions it can read, so these leave the primary key alone.
  */
 import type { BoundStatement } from '../pipeline.js';
 import type { Command } from '../engine/contract.js';
@@ -74,7 +81,7 @@ export async function claimMany(q: Queryable, claims: Array<{ queue_id: string; 
     text: `UPDATE queue SET status = 'leased', attempts = queue.attempts + 1, worker_id = c.worker_id, lease_token = c.lease_token,
             lease_until = now() + make_interval(secs => c.lease_seconds), heartbeat_at = now()
        FROM jsonb_to_recordset($1::jsonb) AS c(queue_id bigint, worker_id text, lease_seconds double precision, lease_token text)
-      WHERE queue.queue_id = c.queue_id AND queue.status = 'queued' AND queue.available_at <= now()
+      WHERE queue.queue_id = c.queue_id AND (queue.status = 'queued' AND queue.available_at <= now()) IS TRUE
       RETURNING queue.*`,
     values: [JSON.stringify(claims)],
   });
@@ -195,7 +202,7 @@ export async function requeue(q: Queryable, queueId: string): Promise<void> {
 export async function markPublished(q: Queryable, queueIds: string[]): Promise<void> {
   if (queueIds.length === 0) return;
   await q.query({ name: 'playflow.mark_published', text: `UPDATE queue SET published_at = now() WHERE queue_id IN (
-      SELECT queue_id FROM queue WHERE queue_id = ANY($1::bigint[]) AND status = 'queued' FOR UPDATE SKIP LOCKED)`, values: [queueIds] });
+      SELECT queue_id FROM queue WHERE queue_id = ANY($1::bigint[]) AND (status = 'queued') IS TRUE FOR UPDATE SKIP LOCKED)`, values: [queueIds] });
 }
 
 /** Leased rows whose lease ended (candidates; re-checked under the execution lock). */
