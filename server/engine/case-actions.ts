@@ -54,14 +54,22 @@ export function hasCase(def: Step, on: string): boolean {
   return (def.case ?? []).some((e) => caseEvents(e, def).has(on));
 }
 
+/**
+ * Where a `next` that ends the step renders its args: the spec orders a step's transitions after
+ * step_completed and its vars, so they see the step's result by name and the variables its vars
+ * block renders from it (engine.ts builds this from the entry's effects: a `result` action of the
+ * entry sets that result). Given for call.done, where a `next` ends the step early.
+ */
+export type AtStepEnd = (ctx: Record<string, unknown>, effects: Effects) => Record<string, unknown>;
+
 /** The first entry for `on` whose `when` holds, evaluated; null when none matches. */
-export function evalCase(def: Step, on: string, ctx: Record<string, unknown>): Acts | null {
+export function evalCase(def: Step, on: string, ctx: Record<string, unknown>, atStepEnd?: AtStepEnd): Acts | null {
   const entries = def.case ?? [];
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
     if (!caseEvents(entry, def).has(on)) continue;
     if (!cond(entry.when, ctx, `case[${i}].when`)) continue;
-    return runActions(def, i, entry.then, ctx, on);
+    return runActions(def, i, entry.then, ctx, on, atStepEnd);
   }
   return null;
 }
@@ -71,10 +79,12 @@ export function evalCase(def: Step, on: string, ctx: Record<string, unknown>): A
  * `result` → `result`), on a fork of the context so the caller's stays as the event found it.
  * A render error throws `StepError`, naming the action's field.
  */
-function runActions(def: Step, index: number, actions: Action[], ctx0: Record<string, unknown>, on: string): Acts {
+function runActions(def: Step, index: number, actions: Action[], ctx0: Record<string, unknown>, on: string, atStepEnd?: AtStepEnd): Acts {
   const ctx = forkContext(ctx0);
   const acts: Acts = { index, effects: {}, sinks: [], ignored: [] };
   const e = acts.effects;
+  // with atStepEnd, a next renders once every action ran: the step's result may come after it
+  const atEnd: Array<{ targets: NextTargets; ctx: Record<string, unknown>; field: string }> = [];
   actions.forEach((a, j) => {
     const field = `case[${index}].then[${j}]`;
     switch (a.action) {
@@ -111,22 +121,10 @@ function runActions(def: Step, index: number, actions: Action[], ctx0: Record<st
         if (on === 'call.done') acts.retry = a;
         else acts.ignored.push('retry');
         break;
-      case 'next': {
-        // next args never see the loop iterator (README rule 3): the target runs once, not per item
-        const nctx = forkContext(ctx);
-        const iter = def.loop?.iterator;
-        if (iter) delete nctx[iter];
-        delete nctx.loop_index;
-        acts.next = [
-          ...(acts.next ?? []),
-          ...a.targets.map((t, k) => {
-            const args = t.args ? render(t.args, nctx, `${field}.next[${k}].args`) : {};
-            return { step: t.step, args: isObject(args) ? args : {} };
-          }),
-        ];
-        e.next = acts.next;
+      case 'next':
+        if (atStepEnd) atEnd.push({ targets: a.targets, ctx: forkContext(ctx), field });
+        else addNext(acts, def, a.targets, ctx, field);
         break;
-      }
       case 'fail':
         acts.fail = a.message !== undefined ? String(render(a.message, ctx, `${field}.fail.message`)) : 'Failed by case rule';
         break;
@@ -135,5 +133,27 @@ function runActions(def: Step, index: number, actions: Action[], ctx0: Record<st
         break;
     }
   });
+  // a fail or skip ends the step without step_completed and its vars: its next sees what it saw
+  const completes = acts.fail === undefined && !acts.skip;
+  for (const n of atEnd) addNext(acts, def, n.targets, completes ? atStepEnd!(n.ctx, e) : n.ctx, n.field);
   return acts;
+}
+
+type NextTargets = Extract<Action, { action: 'next' }>['targets'];
+
+/** A next action's targets, their args rendered in `ctx`, added to the entry's. */
+function addNext(acts: Acts, def: Step, targets: NextTargets, ctx: Record<string, unknown>, field: string): void {
+  // next args never see the loop iterator (README rule 3): the target runs once, not per item
+  const nctx = forkContext(ctx);
+  const iter = def.loop?.iterator;
+  if (iter) delete nctx[iter];
+  delete nctx.loop_index;
+  acts.next = [
+    ...(acts.next ?? []),
+    ...targets.map((t, k) => {
+      const args = t.args ? render(t.args, nctx, `${field}.next[${k}].args`) : {};
+      return { step: t.step, args: isObject(args) ? args : {} };
+    }),
+  ];
+  acts.effects.next = acts.next;
 }

@@ -370,6 +370,13 @@ class Builder {
     return run.last ?? null;
   }
 
+  /** stepResult once the call of `item` (null: no loop) finishes with `result`, before that is applied. */
+  resultWith(run: RunState, item: number | null, result: Json): Json {
+    if (run.has_result) return run.result ?? null;
+    if (!run.loop || item === null) return result;
+    return loopResults(run.loop, { item, result });
+  }
+
   exitStep(name: string, broken: boolean): void {
     const run = this.s.runs[name];
     const def = this.idx.steps.get(name)!;
@@ -385,17 +392,26 @@ class Builder {
         // The rule decides the step's transitions, which the spec orders after step_completed and
         // the step's vars: it sees both as they will be (from the computed result; a `result`
         // action of the rule itself changes what step_completed and vars_set then record).
-        const base = this.base();
-        const completed = (ctx: Record<string, unknown>, vars: JsonObject) => asCompleted(ctx, base, name, computed, vars, this.input.externalVars);
-        const vars = def.vars ? this.renderVars(def, completed(stepContext(base, this.s, { step: name, result: resultView(computed) }), {})).variables : {};
-        const ctx = completed(stepContext(base, this.s, {
+        const ctx = this.asStepEnds(def, computed, stepContext(this.base(), this.s, {
           run: this.s.runs[name], step: name, event: { name: 'step.exit', payload: { result: computed } }, result: resultView(computed),
-        }), vars);
+        }));
         const acts = evalCase(def, 'step.exit', ctx);
         if (acts) ended = this.applyActs(def, acts, 'step.exit', null);
       }
       if (!ended) this.completeStep(name);
     });
+  }
+
+  /**
+   * `ctx` as the step's transitions will see it once it completed with `result`: that result by
+   * name and the variables its vars block renders from it (step_completed, then vars_set, then the
+   * transitions, in the spec's order).
+   */
+  asStepEnds(def: Step, result: Json, ctx: Record<string, unknown>): Record<string, unknown> {
+    const base = this.base();
+    const completed = (c: Record<string, unknown>, vars: JsonObject) => asCompleted(c, base, def.step, result, vars, this.input.externalVars);
+    const vars = def.vars ? this.renderVars(def, completed(stepContext(base, this.s, { step: def.step, result: resultView(result) }), {})).variables : {};
+    return completed(ctx, vars);
   }
 
   completeStep(name: string): void {
@@ -534,11 +550,14 @@ class Builder {
     const { effects, sinks, pages, into, exhausted } = chain;
     if (chain.follow) return { kind: 'follow', call: chain.follow, ok, followUp: chain.follow.reason, effects, sinks };
 
+    // the item's result, when the call finishes it (a handled error's is `{error}`)
+    const itemResult = (): Json => (ok ? (pages !== undefined ? pages : (call.raw ?? null)) : { error: (call.error ?? null) as Json });
     let acts: Acts | null = null;
     if (hasCase(def, 'call.done')) {
       const cctx = call.ctx(pages, into);
       if (ok && pages !== undefined) cctx.result = pages;
-      acts = evalCase(def, 'call.done', cctx);
+      // a next here ends the step: its args see the step as it will complete (README rule 3)
+      acts = evalCase(def, 'call.done', cctx, (ctx, e) => this.asStepEnds(def, e.has_result ? e.result ?? null : this.resultWith(run, rec.item, itemResult()), ctx));
     }
     // one digest records the chain's effects and the entry's
     const report: CallReport = { ok, effects, sinks };
@@ -559,8 +578,7 @@ class Builder {
     const cause: JsonObject = error !== undefined ? { error: error as Json } : {};
     // a handled error finishes the item too, with `{error}` as its result
     const finished = (kind: 'break' | 'done'): CallOutcome => {
-      const result: Json = ok ? (pages !== undefined ? pages : (call.raw ?? null)) : { error: (error ?? null) as Json };
-      effects.done = { item: rec.item, result };
+      effects.done = { item: rec.item, result: itemResult() };
       return { ...report, kind };
     };
 

@@ -550,6 +550,54 @@ workflow:
     },
   },
   {
+    name: 'a next fired on call.done sees the vars its step sets and its result by name, as the step\'s transitions do',
+    yaml: `
+workflow:
+  - step: fetch
+    tool: {kind: http, method: GET, url: "http://api/token"}
+    vars:
+      token: "{{ result.token }}"
+    case:
+      - when: "{{ event.name == 'call.done' and response.ok }}"
+        then:
+          next: [{step: use, args: {token: "{{ vars.token }}", bare: "{{ token }}", own: "{{ fetch.token }}", call: "{{ response.token }}"}}]
+    next: [other]
+  - step: use
+  - step: other
+`,
+    worker: byStep({ fetch: () => ok({ ok: true, token: 'abc' }) }),
+    status: 'completed',
+    steps: { fetch: 'completed', use: 'completed' },
+    check: (r) => {
+      expect(r.state.steps.other).toBeUndefined();
+      expect(evs(r, 'step.enter', 'use')[0].payload.args).toEqual({ token: 'abc', bare: 'abc', own: 'abc', call: 'abc' });
+      expect(evs(r, 'vars_set', 'fetch')[0].payload.variables).toEqual({ token: 'abc' });
+      expectSubsequence(r.events.map(evLabel), ['fetch:call.done', 'fetch:action_completed', 'fetch:step.exit', 'fetch:step_completed', 'fetch:vars_set', 'fetch:transition']);
+    },
+  },
+  {
+    name: 'a loop broken on call.done: the next sees the vars of the items finished so far, the breaking one included, and not the iterator',
+    yaml: `
+workflow:
+  - step: scan
+    loop: {in: "{{ [10, 20, 30, 40] }}", iterator: i, mode: sequential}
+    tool: {kind: http, method: GET, url: "http://api/{{ i }}"}
+    vars: {seen: "{{ result | length }}", last: "{{ result[1].data.n }}"}
+    case:
+      - when: "{{ event.name == 'call.done' and response.n == 20 }}"
+        then:
+          next: [{step: found, args: {seen: "{{ vars.seen }}", last: "{{ last }}", it: "{{ i | default('hidden') }}"}}]
+  - step: found
+`,
+    worker: byStep({ scan: ({ cmd }) => ok({ n: Number(String(cmd.tool.endpoint ?? cmd.tool.url).split('/').pop()) }) }),
+    status: 'completed',
+    steps: { scan: 'completed', found: 'completed' },
+    check: (r) => {
+      expect(evs(r, 'step.enter', 'found')[0].payload.args).toEqual({ seen: 2, last: 20, it: 'hidden' });
+      expect(evs(r, 'vars_set', 'scan')[0].payload.variables).toEqual({ seen: 2, last: 20 });
+    },
+  },
+  {
     name: 'a step.exit rule: variables set through the API still outrank the step\'s own vars',
     yaml: `
 workflow:

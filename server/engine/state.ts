@@ -83,11 +83,14 @@ export function loopFinishedCount(loop: LoopState): number {
   return n;
 }
 
-/** Results of the finished items, item order. */
-export function loopResults(loop: LoopState): Json[] {
+/** Results of the finished items, item order; `finishing`: an item whose call is about to finish it, with its result. */
+export function loopResults(loop: LoopState, finishing?: { item: number; result: Json }): Json[] {
   const out: Json[] = [];
   const flat = loop.chunk ? (loop.results as Json[][]).flat(1) as Json[] : (loop.results as Json[]);
-  for (let i = 0; i < loop.items.length; i++) if (loopFinished(loop, i)) out.push(flat[i] ?? null);
+  for (let i = 0; i < loop.items.length; i++) {
+    if (i === finishing?.item) out.push(finishing.result);
+    else if (loopFinished(loop, i)) out.push(flat[i] ?? null);
+  }
   return out;
 }
 
