@@ -39,7 +39,7 @@ describe('the queue read by queue id', () => {
   it('claims and marks rows published through the primary key after the queue filled up', async () => {
     // a queue in use: mostly finished rows, a few queued, analyzed
     const done = await bareExecution(t.db);
-    await t.db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status) SELECT $1, c, 's', '{}', 'done' FROM generate_series(1, 20000) c`, [done]);
+    await t.db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status) SELECT $1, c, 's', '{}', 'done' FROM generate_series(1, 50000) c`, [done]);
     const few = await queued(3);
     await t.db.pool.query('ANALYZE queue');
 
