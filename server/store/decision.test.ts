@@ -95,6 +95,8 @@ describe('the decision write', () => {
     const plans: string[] = [];
     client.on('notice', (n) => { if (n.message?.includes('plan:')) plans.push(n.message); });
     try {
+      // a queue in use, not analyzed yet (a fresh database): finished rows, one leased, one queued
+      await db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status) SELECT 986000, c, 's', '{}', 'done' FROM generate_series(1, 5000) c`);
       const id = await execution();
       await writeDecision(db.pool, stepWrite(id, 1, 1, '9000041'));
       await db.pool.query(`INSERT INTO queue (queue_id, execution_id, command_id, step, command) VALUES (9000042, $1, 2, 's2', '{}')`, [id]);
