@@ -3,9 +3,8 @@
  * records requests; the core (executions, queue, broker) imports the metrics it updates:
  *
  *   import { metrics } from '../metrics.js';
- *   metrics.commandsIssued.inc(commands.length);
  *   const end = metrics.eventHandling.startTimer({ event: ev.name }); … end();
- *   metrics.executions.inc({ status: 'completed' });
+ *   metrics.executions.inc({ status: 'retried' });
  *
  * What a transaction counts (commands issued, claimed, finished; executions started and ended) it
  * lists in its context instead, and the execution service adds it once the transaction committed

@@ -431,8 +431,8 @@ export class PgExecutionService implements ExecutionService {
    * row the insert will make, and the insert, the first write and the id of a later start go in one
    * pipeline (lazy-tx.ts Surround). Null, with nothing written, when it cannot be made (no guess,
    * no id, a playbook under a concurrency limit, whose start may be held) or the guessed catalog
-   * row is no longer live; the two-round-trip start then runs. Like a redone speculation, a start
-   * redone that way has counted its first commands twice in the metrics (the execution itself once).
+   * row is no longer live; the two-round-trip start then runs. What it counted in the metrics goes
+   * with its transaction's context, so a start redone that way counts once (TxCtx.counts).
    */
   private async startAhead(req: RunRequest, payload: JsonObject, origin: execStore.ExecutionOrigin): Promise<RunResponse | null> {
     if (!this.startsAheadOn) return null;
