@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bareExecution, migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import { explainOn, plansOf } from '../../test/helpers/plans.js';
 import type { ClosableDb } from '../db.js';
 import type { Command, EngineEvent } from '../engine/contract.js';
 import { guardedValues, StaleDecision, WRITE_DECISION_NAME, WRITE_DECISION_SQL, writeDecision, type DecisionWrite } from './decision.js';
@@ -92,8 +93,6 @@ describe('the decision write', () => {
     // planned while the queue held few open rows, the statements before migration 390 took a
     // partial index on status and kept it: with many rows leased later, each check walked them all
     const client = await db.pool.connect();
-    const plans: string[] = [];
-    client.on('notice', (n) => { if (n.message?.includes('plan:')) plans.push(n.message); });
     try {
       // a queue in use, not analyzed yet (a fresh database): finished rows, one leased, one queued
       await db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status) SELECT 986000, c, 's', '{}', 'done' FROM generate_series(1, 5000) c`);
@@ -120,10 +119,11 @@ describe('the decision write', () => {
       }
       await db.pool.query(`INSERT INTO queue (execution_id, command_id, step, command, status, worker_id, lease_token)
         SELECT 987000, c, 's', '{}', CASE WHEN c % 2 = 0 THEN 'leased' ELSE 'queued' END, 'w9', 't' FROM generate_series(1, 4000) c`);
-      for (const s of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on',
-        'SET auto_explain.log_level = notice', 'SET client_min_messages = notice']) await client.query(s);
-      expect(await guard()).toBe(true);
-      expect((await claim()).inserted).toEqual([]);
+      await explainOn(client);
+      const plans = await plansOf(client, async () => {
+        expect(await guard()).toBe(true);
+        expect((await claim()).inserted).toEqual([]);
+      });
       const reads = plans.filter((p) => /FROM queue q WHERE q\.queue_id = /.test(p));
       expect(reads).toHaveLength(2);
       for (const p of reads) expect(p).toMatch(/Index Scan using queue_pkey on queue q\s/);

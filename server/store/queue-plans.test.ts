@@ -1,11 +1,12 @@
 /**
  * The queue's named statements that find rows by queue_id keep to the primary key, whatever plan
  * their connection made while the queue was quiet (store/queue.ts, the note on `(…) IS TRUE`).
- * The plans are read with auto_explain, sent to the client as notices.
+ * The plans are read with auto_explain, sent to the client as notices (test/helpers/plans.ts).
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bareExecution, migratedDb, type MigratedDb } from '../../test/helpers/migrated-db.js';
+import { explainOn, plansOf } from '../../test/helpers/plans.js';
 import { claimMany, markPublished } from './queue.js';
 
 let t: MigratedDb;
@@ -22,17 +23,9 @@ async function queued(n: number): Promise<string[]> {
   return rows.map((r) => r.queue_id);
 }
 
-/** Each plan auto_explain sends for what `fn` runs on `client`: its statement's first line and the indexes it scans. */
-async function plansOf(client: pg.PoolClient, fn: () => Promise<unknown>): Promise<Array<{ query: string; scans: string[] }>> {
-  const plans: string[] = [];
-  const listen = (n: { message?: string }) => { if (n.message?.includes('plan:')) plans.push(n.message); };
-  client.on('notice', listen);
-  try {
-    await fn();
-  } finally {
-    client.off('notice', listen);
-  }
-  return plans.map((p) => ({ query: p.split('\n')[1] ?? '', scans: p.match(/(Index Scan|Index Only Scan|Bitmap Index Scan|Seq Scan) (using|on) \w+/g) ?? [] }));
+/** Each plan of what `fn` runs on `client`: its statement's first line and the indexes it scans. */
+async function scansOf(client: pg.PoolClient, fn: () => Promise<unknown>): Promise<Array<{ query: string; scans: string[] }>> {
+  return (await plansOf(client, fn)).map((p) => ({ query: p.split('\n')[1] ?? '', scans: p.match(/(Index Scan|Index Only Scan|Bitmap Index Scan|Seq Scan) (using|on) \w+/g) ?? [] }));
 }
 
 describe('the queue read by queue id', () => {
@@ -60,11 +53,9 @@ describe('the queue read by queue id', () => {
       }
       // then a backlog, as when workers come back after a while
       const backlog = await queued(5000);
-      for (const s of ["LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_level = notice', 'SET client_min_messages = notice']) {
-        await client.query(s);
-      }
-      const claimed = await plansOf(client, async () => expect(await claim(backlog[4000]!)).toMatchObject([{ queue_id: backlog[4000], status: 'leased', worker_id: 'w1' }]));
-      const marked = await plansOf(client, () => markPublished(client, [backlog[4001]!]));
+      await explainOn(client);
+      const claimed = await scansOf(client, async () => expect(await claim(backlog[4000]!)).toMatchObject([{ queue_id: backlog[4000], status: 'leased', worker_id: 'w1' }]));
+      const marked = await scansOf(client, () => markPublished(client, [backlog[4001]!]));
       expect((await t.db.pool.query('SELECT published_at IS NOT NULL AS marked FROM queue WHERE queue_id = $1', [backlog[4001]])).rows).toEqual([{ marked: true }]);
 
       const onQueue = [...claimed, ...marked].flatMap((p) => p.scans.filter((s) => / queue_|on queue$/.test(s)));
