@@ -13,7 +13,7 @@ import { redactUrl } from '../common/redact-url.js';
 import { stringifyJson } from '../common/raw-json.js';
 import type {
   CatalogEntryView, CatalogVersions, CatalogVersionsView, ResourceOwner, ClaimNextRequest, ClaimRequest, ClaimedCommand, DeletePlaybookResponse, ErrorBody, EventsAck, EventsPage,
-  ExecutionFullList, ExecutionStatusName, ExecutionSummaryList, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
+  ExecutionFullList, ExecutionStatusName, ExecutionSummaryList, ExecutionView, HealthResponse, HeartbeatRequest, HeartbeatResponse, ReleaseLeaseRequest, ReleaseLeasesResponse,
   PlaybookList, PostgresExecuteResponse, QueueStats, RegisterPlaybookResponse, RerunRequest, RetryRequest, RunRequest, RunResponse,
   ScheduleList, ScheduleSource, ScheduleSpec, ScheduleTicks, ScheduleView,
   RuntimeList, RuntimeRegisterRequest, StatusOk, WorkerEvent,
@@ -342,6 +342,11 @@ export class PlayflowClient {
 
   heartbeat(queueId: IdLike, req: HeartbeatRequest): Promise<HeartbeatResponse> {
     return this.request('POST', `/api/v2/commands/${idPath(queueId)}/heartbeat`, { body: req });
+  }
+
+  /** End the lease of one command if this worker holds it (its claim went unanswered). */
+  releaseLease(queueId: IdLike, req: ReleaseLeaseRequest): Promise<ReleaseLeasesResponse> {
+    return this.request('POST', `/api/v2/commands/${idPath(queueId)}/release`, { body: req });
   }
 
   /** A worker starting: end the leases its id still holds from a previous process. */

@@ -11,7 +11,7 @@ export type Id = string;
 
 export type {
   ErrorBody, StatusOk,
-  CommandNotification, ClaimRequest, ClaimedCommand, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse,
+  CommandNotification, ClaimRequest, ClaimedCommand, HeartbeatRequest, HeartbeatResponse, ReleaseLeaseRequest, ReleaseLeasesResponse,
   WorkerEvent, EventsAck, EventResult, ClaimNextRequest, EventsBatch,
   RunRequest, RunResponse, ExecutionStatusName, StepView, ExecutionView, RetryRequest, RerunRequest, ExecutionList, ExecutionListItem, ExecutionListView, ExecutionFullList, ExecutionSummary, ExecutionSummaryList, EventView, EventsPage,
   PlaybookIssueView, RegisterPlaybookRequest, RegisterPlaybookResponse, CatalogEntryView, CatalogSummaryView, PlaybookList, ResourceOwner,

@@ -7,7 +7,7 @@ import type { BoundStatement } from './pipeline.js';
 import type pg from 'pg';
 import type { JsonObject, Playbook, PlaybookIssue } from '../playbook/types.js';
 import type {
-  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionListView, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeasesResponse,
+  ClaimNextRequest, ClaimRequest, ClaimedCommand, EventView, EventsAck, ExecutionListItem, ExecutionListView, ExecutionView, HeartbeatRequest, HeartbeatResponse, Id, ReleaseLeaseRequest, ReleaseLeasesResponse,
   QueueStats, QueueThroughput, RerunRequest, RuntimeEntry, ResourceOwner, RetryRequest, RunRequest, RunResponse, WorkerEvent,
 } from '../common/protocol.js';
 import type { ExecutionStatus } from './engine/contract.js';
@@ -102,6 +102,8 @@ export interface ExecutionService {
   handleEvents(events: WorkerEvent[], opts?: { claimNext?: ClaimNextRequest }): Promise<EventsAck>;
   claim(queueId: Id, req: ClaimRequest): Promise<ClaimedCommand>;
   heartbeat(queueId: Id, req: HeartbeatRequest): Promise<HeartbeatResponse>;
+  /** Ends one lease if that worker holds it (its claim's answer was lost); `released` 0 otherwise. */
+  releaseLease(queueId: Id, req: ReleaseLeaseRequest): Promise<ReleaseLeasesResponse>;
   /** Ends the leases of a worker id at once (a worker restarting with that id). */
   releaseWorker(workerId: string): Promise<ReleaseLeasesResponse>;
   cancel(executionId: Id): Promise<ExecutionRecord>;

@@ -67,6 +67,16 @@ export type HeartbeatRequest = Static<typeof HeartbeatRequest>;
 export const HeartbeatResponse = Type.Object({ lease_until: Timestamp() }, { $id: 'HeartbeatResponse' });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 
+/**
+ * POST /api/v2/commands/{queue_id}/release — body. Ends the lease only when this worker id holds it:
+ * a worker whose claim went unanswered may hold a lease it never learned of (the server committed
+ * the claim, the answer was lost), and nobody runs that command until the lease runs out.
+ */
+export const ReleaseLeaseRequest = Type.Object({
+  worker_id: WorkerId(),
+});
+export type ReleaseLeaseRequest = Static<typeof ReleaseLeaseRequest>;
+
 /** POST /api/v2/workers/{worker_id}/release — a worker (re)starting ends the leases its id held. */
 export const ReleaseLeasesResponse = Type.Object({
   /** Rows queued again (or failed, when they had no delivery left). */

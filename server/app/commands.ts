@@ -5,6 +5,8 @@
  *   409 `already_claimed`, 410 `finished`, 404 unknown queue_id, 425 `not_due`.
  * - POST /api/v2/commands/{queue_id}/heartbeat `{worker_id, lease_token?, lease_seconds?}` → 200
  *   `{lease_until}`; 409 not the owner, 410 finished, 404 unknown.
+ * - POST /api/v2/commands/{queue_id}/release `{worker_id}` → `{released}`: a worker whose claim went
+ *   unanswered ends the lease it may hold, so the command is queued again now; 0 when it holds none.
  * - POST /api/v2/workers/{worker_id}/release → `{released}`: a worker starting ends the leases
  *   its id still holds from a previous process, so their commands run again now rather than when
  *   the leases run out.
@@ -13,7 +15,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ClaimedCommand, ClaimRequest, HeartbeatRequest, HeartbeatResponse, IdParam, Ref, ReleaseLeasesResponse, Type, WorkerParams } from '../../common/contract/index.js';
+import { ClaimedCommand, ClaimRequest, HeartbeatRequest, HeartbeatResponse, IdParam, Ref, ReleaseLeaseRequest, ReleaseLeasesResponse, Type, WorkerParams } from '../../common/contract/index.js';
 import type { AppContext } from './context.js';
 import { errors } from './schemas.js';
 import { routeSchema, toId } from './support.js';
@@ -39,6 +41,14 @@ export async function commandRoutes(fastify: FastifyInstance, { deps }: AppConte
       response: { 200: Ref(HeartbeatResponse), ...errors(400, 404, 409, 410) },
     }),
   }, async (req) => deps.executions.heartbeat(toId(req.params.queue_id, 'queue_id'), req.body));
+
+  app.post('/api/v2/commands/:queue_id/release', {
+    schema: routeSchema(TAG, 'End a lease this worker holds (its claim went unanswered), so the command is queued again now', {
+      params: QueueParams,
+      body: ReleaseLeaseRequest,
+      response: { 200: Ref(ReleaseLeasesResponse), ...errors(400, 404) },
+    }),
+  }, async (req) => deps.executions.releaseLease(toId(req.params.queue_id, 'queue_id'), req.body));
 
   app.post('/api/v2/workers/:worker_id/release', {
     schema: routeSchema(TAG, 'End the leases a worker id holds (the worker restarted)', {

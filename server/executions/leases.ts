@@ -4,7 +4,7 @@
  * under the execution lock (queued again while attempts remain, else a failed `call.done`).
  */
 import type pg from 'pg';
-import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse } from '../../common/protocol.js';
+import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeaseRequest, ReleaseLeasesResponse } from '../../common/protocol.js';
 import { DEFAULT_POOL } from '../../playbook/types.js';
 import type { EngineEvent } from '../engine/contract.js';
 import { conflict, gone, notFound } from '../errors.js';
@@ -85,6 +85,22 @@ export class Leases {
     }
     if (released) this.s.log.info({ worker_id: workerId, released }, 'worker restarted; its previous leases ended');
     return { released };
+  }
+
+  /**
+   * Ends one lease now when `req.worker_id` holds it: queued again (or failed when it had no
+   * delivery left), as when it runs out. A lease held by another worker, or a row not leased, is
+   * left as it is (`released` 0): the caller may not know whether its claim was committed.
+   */
+  async releaseLease(queueId: string, req: ReleaseLeaseRequest): Promise<ReleaseLeasesResponse> {
+    const row = await queueStore.expireLease(this.s.db.pool, queueId, req.worker_id);
+    if (!row) {
+      if (!(await queueStore.get(this.s.db.pool, queueId))) throw notFound(`queue entry ${queueId} not found`);
+      return { released: 0 };
+    }
+    const outcome = await this.reclaimLease(row.queue_id, row.execution_id);
+    if (outcome !== 'skipped') this.s.log.info({ queue_id: queueId, execution_id: row.execution_id, worker_id: req.worker_id, outcome }, 'lease released by its holder');
+    return { released: outcome === 'skipped' ? 0 : 1 };
   }
 
   /**

@@ -24,7 +24,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pg from 'pg';
-import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, RerunRequest, RetryRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeasesResponse, RunRequest, RunResponse, WorkerEvent } from '../../common/protocol.js';
+import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, RerunRequest, RetryRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeaseRequest, ReleaseLeasesResponse, RunRequest, RunResponse, WorkerEvent } from '../../common/protocol.js';
 import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, ExecutionStatus } from '../engine/contract.js';
 import { badRequest, conflict, gone, notFound } from '../errors.js';
@@ -698,6 +698,11 @@ export class PgExecutionService implements ExecutionService {
   /** `req` is valid (common/contract HeartbeatRequest, checked at the HTTP edge). */
   heartbeat(queueId: string, req: HeartbeatRequest): Promise<HeartbeatResponse> {
     return this.leases.heartbeat(queueId, req);
+  }
+
+  /** `req` is valid (common/contract ReleaseLeaseRequest, checked at the HTTP edge). */
+  releaseLease(queueId: string, req: ReleaseLeaseRequest): Promise<ReleaseLeasesResponse> {
+    return this.leases.releaseLease(queueId, req);
   }
 
   /** `workerId` is valid (common/contract WorkerId, checked at the HTTP edge). */

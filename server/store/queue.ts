@@ -158,6 +158,22 @@ export async function expireWorkerLeases(q: Queryable, workerId: string): Promis
   return rows;
 }
 
+/**
+ * Ends one lease now if `workerId` holds it (its claim's answer was lost: the worker never runs
+ * it). Returns the row, for the caller to reclaim under its execution lock.
+ */
+export async function expireLease(q: Queryable, queueId: string, workerId: string): Promise<{ queue_id: string; execution_id: string } | undefined> {
+  const { rows } = await q.query<{ queue_id: string; execution_id: string }>({
+    name: 'playflow.expire_lease',
+    // IS TRUE: the primary key alone finds the row (see claim_many)
+    text: `UPDATE queue SET lease_until = now() - interval '1 millisecond'
+      WHERE queue_id = $1 AND (status = 'leased' AND worker_id = $2) IS TRUE
+      RETURNING queue_id::text AS queue_id, execution_id::text AS execution_id`,
+    values: [queueId, workerId],
+  });
+  return rows[0];
+}
+
 /** Marks an open row finished (a call.done was recorded for it). */
 export async function finish(q: Queryable, executionId: string, commandId: number, status: 'done' | 'failed'): Promise<void> {
   await q.query(

@@ -245,6 +245,45 @@ describe('commands: claim and heartbeat', () => {
     expect(Date.parse(again.json().lease_until)).toBeLessThan(Date.now() + 35_000);
   });
 
+  it('release: only the lease holder ends its lease, and the command is queued and announced again at once', async () => {
+    const id = await start();
+    const [qid] = await queueIds(id);
+    expect((await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w1', lease_seconds: 300 })).statusCode).toBe(200);
+    const row = async () => (await s.core.db.pool.query('SELECT status, worker_id, attempts, lease_until > now() AS held FROM queue WHERE queue_id = $1', [qid])).rows[0];
+
+    // another worker id: nothing changes
+    const other = await s.call('POST', `/api/v2/commands/${qid}/release`, { worker_id: 'w2' });
+    expect(other.statusCode).toBe(200);
+    expect(other.json()).toEqual({ released: 0 });
+    expect(await row()).toMatchObject({ status: 'leased', worker_id: 'w1', held: true });
+
+    // notifications of qid taken off the broker (all acked: nothing else here consumes it)
+    const notified = async () => {
+      const msgs = await s.core.broker.fetch({ max: 1000, expiresMs: 100 });
+      for (const m of msgs) m.ack();
+      return msgs.filter((m) => String((m.data as { queue_id: unknown }).queue_id) === qid).length;
+    };
+    await notified();
+    const mine = await s.call('POST', `/api/v2/commands/${qid}/release`, { worker_id: 'w1' });
+    expect(mine.json()).toEqual({ released: 1 });
+    expect(await row()).toMatchObject({ status: 'queued', attempts: 1 });
+    // announced again now (the outbox publishes after the commit), not when the 300 s lease runs out
+    await expect.poll(notified, { timeout: 5000 }).toBeGreaterThan(0);
+    const again = await s.call('POST', `/api/v2/commands/${qid}/claim`, { worker_id: 'w2' });
+    expect(again.statusCode).toBe(200);
+    expect(await row()).toMatchObject({ status: 'leased', worker_id: 'w2', attempts: 2 });
+
+    // nothing to end: a second release, or one of a finished command, answers 0
+    expect((await s.call('POST', `/api/v2/commands/${qid}/release`, { worker_id: 'w1' })).json()).toEqual({ released: 0 });
+    const { qid: done } = await startAndFinish();
+    expect((await s.call('POST', `/api/v2/commands/${done}/release`, { worker_id: 'w1' })).json()).toEqual({ released: 0 });
+
+    expect((await s.call('POST', '/api/v2/commands/99999999/release', { worker_id: 'w1' })).statusCode).toBe(404);
+    const missing = await s.call('POST', `/api/v2/commands/${qid}/release`, {});
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().error.details[0]).toMatchObject({ field: 'worker_id', message: 'is required' });
+  });
+
   it('missing worker_id, bad lease, non-numeric queue_id: 400', async () => {
     const missing = await s.call('POST', '/api/v2/commands/1/claim', {});
     expect(missing.statusCode).toBe(400);
