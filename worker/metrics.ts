@@ -19,6 +19,11 @@ export function createWorkerMetrics() {
     inFlight: new Gauge({ name: 'playflow_worker_in_flight', help: 'Commands being handled now', registers: [registry] }),
     messages: new Counter({ name: 'playflow_worker_messages_total', help: 'Broker notifications settled, by how (ack, nak, term)', labelNames: ['result'] as const, registers: [registry] }),
     claims: new Counter({ name: 'playflow_worker_claims_total', help: 'Claim attempts by result (claimed, already_claimed, finished, not_found, not_due, unreachable, error)', labelNames: ['result'] as const, registers: [registry] }),
+    leaseReleases: new Counter({
+      name: 'playflow_worker_lease_releases_total',
+      help: 'Leases of unanswered claims this worker asked the server to end, by outcome (released; none: it held none; dropped: a claim or call of the command took over; failed)',
+      labelNames: ['outcome'] as const, registers: [registry],
+    }),
     serverDown: new Gauge({ name: 'playflow_worker_server_unreachable', help: '1 while the server does not answer (no notifications are taken)', registers: [registry] }),
     reportRequests: new Counter({
       name: 'playflow_worker_report_requests_total', help: 'call.done report requests sent, by how many reports each carried (one, several: coalesced while others were out)',

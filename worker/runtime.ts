@@ -5,7 +5,9 @@
  *   1. claim the command through the server (`POST /api/v2/commands/{queue_id}/claim`): the server
  *      is the only writer of the queue, so a duplicate notification can never run a command twice —
  *      409 (someone holds it) and 410 (it is finished) are acked and dropped, as are 404 and 425
- *      (the server republishes a delayed command when it is due);
+ *      (the server republishes a delayed command when it is due). A claim that got no answer, or a
+ *      409 naming this worker while no slot here claims or runs the command, may mean a lease this
+ *      worker holds without knowing: worker/orphan-leases.ts asks the server to end it;
  *   2. run the tool (worker/tools), calling `msg.working()` and the lease heartbeat every
  *      `heartbeatSeconds` while it runs (a lost lease — heartbeat 409/410 — aborts the call and
  *      reports nothing: someone else owns the command now, or the execution ended);
@@ -48,10 +50,11 @@ import { isObject } from './tools/json.js';
 import { type Logger, silentLogger } from '../common/logger.js';
 import { ReportBatcher } from './report-batcher.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { OrphanLeases } from './orphan-leases.js';
 
 /** The part of PlayflowClient the runtime uses (tests may pass anything with these methods). */
 export type WorkerClient = Pick<PlayflowClient, 'claim' | 'heartbeat' | 'sendEvents' | 'run'> &
-  Partial<Pick<PlayflowClient, 'registerRuntime' | 'runtimeHeartbeat' | 'request' | 'releaseLeases'>>;
+  Partial<Pick<PlayflowClient, 'registerRuntime' | 'runtimeHeartbeat' | 'request' | 'releaseLeases' | 'releaseLease'>>;
 
 
 export interface WorkerRuntimeOptions {
@@ -185,6 +188,11 @@ export function guardResolveAuth(inner: ResolveAuth): ResolveAuth {
   };
 }
 
+/** A 409 `already_claimed` whose holder is this worker id (claimed.ts puts the holder in its details). */
+function heldBy(err: unknown, workerId: string): boolean {
+  return err instanceof ApiError && err.code === 'already_claimed' && isObject(err.details) && err.details.worker_id === workerId;
+}
+
 function isTransient(err: unknown): boolean {
   return !(err instanceof ApiError) || err.status === 0 || err.status >= 500 || err.status === 401 || err.status === 403 || err.status === 429;
 }
@@ -206,6 +214,10 @@ export class WorkerRuntime {
   private side: SideServer | null = null;
   private runtimeTimer: NodeJS.Timeout | null = null;
   private inFlight = new Set<InFlight>();
+  /** Claims under way, by queue id (a duplicate notification may claim the same one twice). */
+  private readonly claiming = new Map<string, number>();
+  /** Leases this worker may hold without knowing it (a claim went unanswered); null when the client cannot end one. */
+  private readonly orphans: OrphanLeases | null;
   /** Set while the server is unreachable: no pulls until a probe answers (see awaitServer). */
   private serverDown: { promise: Promise<void>; open: () => void } | null = null;
   private started = false;
@@ -238,6 +250,17 @@ export class WorkerRuntime {
     this.leases = new LeaseKeeper(this.heartbeatMs, (f) => {
       if (f.cmd) void this.beat(f, f.cmd);
     });
+    const client = opts.client;
+    this.orphans = client.releaseLease
+      ? new OrphanLeases({
+        release: async (queueId) => (await client.releaseLease!(queueId, { worker_id: this.workerId })).released,
+        busy: (queueId) => this.claiming.has(queueId) || [...this.inFlight].some((f) => f.cmd?.queue_id === queueId),
+        transient: isTransient,
+        maxAgeMs: this.leaseSeconds * 1000,
+        log: this.log,
+        onOutcome: (outcome) => this.metrics.leaseReleases.inc({ outcome }),
+      })
+      : null;
     this.reports = new ReportBatcher(opts.client, {
       maxInFlight: REPORTS_IN_FLIGHT,
       maxBatch: Math.min(this.concurrency, MAX_EVENTS_PER_REQUEST),
@@ -383,6 +406,7 @@ export class WorkerRuntime {
     this.stopping = (async () => {
       this.log.info({ in_flight: this.inFlight.size, grace_ms: this.graceMs }, 'worker stopping');
       if (this.runtimeTimer) clearInterval(this.runtimeTimer);
+      this.orphans?.stop();
       this.serverDown?.open();
       const abortAll = () => {
         for (const f of this.inFlight) {
@@ -442,12 +466,18 @@ export class WorkerRuntime {
     const { msg } = f;
     const where = { execution_id: n.execution_id, queue_id: n.queue_id, step: n.step, delivery: msg.info.deliveryCount };
     let cmd: ClaimedCommand;
+    const queueId = String(n.queue_id);
+    this.orphans?.forget(queueId);
+    this.claiming.set(queueId, (this.claiming.get(queueId) ?? 0) + 1);
     try {
       cmd = await this.o.client.claim(n.queue_id, { worker_id: this.workerId, lease_seconds: this.leaseSeconds });
     } catch (err) {
       const status = err instanceof ApiError ? err.status : -1;
       const result = status === 409 ? 'already_claimed' : status === 410 ? 'finished' : status === 404 ? 'not_found' : status === 425 ? 'not_due' : isTransient(err) ? 'unreachable' : 'error';
       this.metrics.claims.inc({ result });
+      // no answer: the server may have leased it to us all the same. 409 naming this worker while no
+      // slot here claims or runs it: an earlier claim's answer was lost. Either way, end that lease.
+      if (result === 'unreachable' || (result === 'already_claimed' && heldBy(err, this.workerId))) this.orphans?.add(queueId);
       if (result === 'unreachable') {
         this.log.warn({ ...where, err: (err as Error).message }, 'claim failed (server-side fault); nak for redelivery');
         if (!(err instanceof ApiError) || err.status === 0) this.markServerDown();
@@ -458,6 +488,10 @@ export class WorkerRuntime {
         this.settle(msg, 'ack');
       }
       return;
+    } finally {
+      const left = (this.claiming.get(queueId) ?? 1) - 1;
+      if (left > 0) this.claiming.set(queueId, left);
+      else this.claiming.delete(queueId);
     }
     this.metrics.claims.inc({ result: 'claimed' });
     // Each command the server hands back with a call.done runs in this same slot.
