@@ -168,6 +168,12 @@ export const ClaimNextRequest = Type.Object({
   max: Type.Optional(Type.Integer({ minimum: 1, maximum: CLAIM_NEXT_MAX, default: 1 })),
   /** The worker's pool (default `default`): only commands of that pool are handed back. */
   pool: Type.Optional(Type.String({ pattern: POOL_NAME_PATTERN, description: "the worker's pool: only its commands are handed back (default `default`)" })),
+  /**
+   * The request repeats reports whose earlier request got no answer. A report the server took
+   * then is a duplicate now, and the commands that lost answer leased to this worker would wait
+   * for nobody until their leases ran out: they are queued and announced again instead.
+   */
+  resent: Type.Optional(Type.Boolean({ description: 'these reports were sent before without an answer: the commands a lost answer leased to this worker are queued again' })),
 }, { description: 'eager dispatch: lease the due commands the last event issues to this worker and return them in `claimed`' });
 export type ClaimNextRequest = Static<typeof ClaimNextRequest>;
 

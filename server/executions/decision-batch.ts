@@ -15,7 +15,7 @@ import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
 import { claimedCommand, claimRefusal } from './claimed.js';
 import { keepUnchanged, type DecisionWriter } from './decision-write.js';
-import { isTerminal, newLeaseToken } from './helpers.js';
+import { eagerLeaseToken, isTerminal, newLeaseToken } from './helpers.js';
 import { claimRun } from './leases.js';
 import type { BatchItem, EagerClaim, EventOutcome, ItemOutcome, LeaseHolder, Loaded, Peek, TxCtx } from './tx-types.js';
 
@@ -164,7 +164,7 @@ export class DecisionBatch {
       return this.refuse(conflict('not_lease_holder', `queue entry ${item.holder.queueId} is not leased to this worker_id and lease_token; its call.done is refused`, { worker_id: item.holder.workerId }));
     }
     const { decision, outcome } = await this.decide(item.event);
-    if (item.claimNext) outcome.claimed = this.claimNext(decision.commands, item.claimNext);
+    if (item.claimNext) outcome.claimed = this.claimNext(decision.commands, item.claimNext, item.holder?.leaseToken ?? null);
     this.outcomes.push({ ok: true, value: outcome });
   }
 
@@ -239,16 +239,19 @@ export class DecisionBatch {
   /**
    * Eager claims (claim_next): the due commands of the worker's pool that this decision issued
    * are leased to it at insertion, up to `max` and the ids reserved in the prelude, each with its
-   * `action_started` decided now. finish drops the ones whose row did not go in leased.
+   * `action_started` decided now. finish drops the ones whose row did not go in leased. Their
+   * tokens derive from the reporting call's (`callToken`), when it sent one.
    */
-  private claimNext(issued: Command[], want: EagerClaim): ClaimedCommand[] {
+  private claimNext(issued: Command[], want: EagerClaim, callToken: string | null): ClaimedCommand[] {
     const claimed: ClaimedCommand[] = [];
     const now = this.now;
     for (const c of issued) {
       if (claimed.length >= want.max || this.reserved.length === 0 || isTerminal(this.state.status)) break;
       if ((c.available_at ?? now) > now) continue;
       if ((c.pool ?? DEFAULT_POOL) !== want.pool) continue; // another pool's workers run it
-      const lease: EagerLease = { queue_id: this.reserved.shift()!, worker_id: want.workerId, lease_token: newLeaseToken(), lease_until: new Date(now + want.lease * 1000) };
+      const queueId = this.reserved.shift()!;
+      const token = callToken ? eagerLeaseToken(callToken, queueId) : newLeaseToken();
+      const lease: EagerLease = { queue_id: queueId, worker_id: want.workerId, lease_token: token, lease_until: new Date(now + want.lease * 1000) };
       const started = this.s.handle(this.state, this.loaded.playbook, {
         name: 'action_started', step: c.step, command_id: c.command_id,
         payload: { queue_id: lease.queue_id, worker_id: lease.worker_id, delivery: 1, lease_until: lease.lease_until.toISOString() },

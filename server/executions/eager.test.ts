@@ -158,6 +158,39 @@ describe('call.done with claim_next', () => {
     await core.deps.executions.cancel(id);
   });
 
+  it('a call.done resent because its answer was lost (claim_next.resent): the commands that answer held are queued and announced again, no other lease is touched', async () => {
+    const { id, cmd: s1 } = await firstCommand('e/chain');
+    const eager = { claimNext: { worker_id: 'w-eager', lease_seconds: 300 } };
+    const resent = { claimNext: { ...eager.claimNext, resent: true } };
+    const s2 = (await core.deps.executions.handleEvents([done(s1)], eager)).claimed![0];
+    const s3 = (await core.deps.executions.handleEvents([done(s2)], eager)).claimed![0];
+    expect(s3).toMatchObject({ step: 's3', worker_id: 'w-eager' });
+    const status = async (qid: string | number) => (await core.db.pool.query('SELECT status, worker_id, attempts FROM queue WHERE queue_id = $1', [qid])).rows[0];
+
+    // repeated without `resent`, a report changes nothing (its sender may run what it was handed)
+    expect(await core.deps.executions.handleEvents([done(s2)], eager)).toMatchObject({ accepted: 0, duplicates: 1, claimed: [] });
+    expect(await status(s3.queue_id)).toMatchObject({ status: 'leased', worker_id: 'w-eager' });
+    // an older call.done resent (s1's): its answer's command (s2) is done, and s3 is not its to end
+    expect(await core.deps.executions.handleEvents([done(s1)], resent)).toMatchObject({ accepted: 0, duplicates: 1, claimed: [] });
+    expect(await status(s3.queue_id)).toMatchObject({ status: 'leased', worker_id: 'w-eager' });
+    expect(await notified(id)).toEqual([]);
+
+    // s2's answer (s3) was lost, and its worker sends the call.done again
+    expect(await core.deps.executions.handleEvents([done(s2)], resent)).toMatchObject({ accepted: 0, duplicates: 1, claimed: [] });
+    expect(await status(s3.queue_id)).toMatchObject({ status: 'queued', attempts: 1 });
+    expect(await notified(id)).toEqual([String(s3.queue_id)]);
+    // the lost answer's lease is gone: its token extends nothing; the command is anyone's to claim
+    await expect(core.deps.executions.heartbeat(String(s3.queue_id), { worker_id: 'w-eager', lease_token: s3.lease_token })).rejects.toMatchObject({ statusCode: 409 });
+    const again = await core.deps.executions.claim(String(s3.queue_id), { worker_id: 'w-other' });
+    expect(again).toMatchObject({ step: 's3', worker_id: 'w-other' });
+    expect(again.lease_token).not.toBe(s3.lease_token);
+    // a third time: nothing left to end
+    expect(await core.deps.executions.handleEvents([done(s2)], resent)).toMatchObject({ duplicates: 1 });
+    expect(await status(s3.queue_id)).toMatchObject({ status: 'leased', worker_id: 'w-other' });
+    expect(await core.executions.foldState(id)).toEqual(await core.executions.loadState(id));
+    await core.deps.executions.cancel(id);
+  });
+
   it('call.dones arriving together (one group commit) each get their own next item', async () => {
     const { execution_id: id } = await core.deps.executions.start({ path: 'e/bounded', payload: {} });
     const first = await notified(id);

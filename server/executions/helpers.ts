@@ -1,5 +1,5 @@
 /** Small pure helpers of the execution service, and the lock statements every transaction starts with. */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { sessionStatement, type SessionStatement } from '../db.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../engine/contract.js';
@@ -15,6 +15,15 @@ export const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization
 export const TOKEN_BYTES = 18;
 let tokenPool = Buffer.alloc(0);
 let tokenAt = 0;
+/**
+ * The lease token of a command leased at insertion to the worker whose call.done issued it (eager
+ * dispatch): derived from that call's own token, so the same call.done sent again after its answer
+ * was lost names exactly the leases that answer held (Leases.releaseLostAnswer). As unguessable as
+ * the call's token, which only its worker and the server know; as long as a random one.
+ */
+export const eagerLeaseToken = (callToken: string, queueId: string): string =>
+  createHash('sha256').update(callToken).update('\0').update(queueId).digest('base64url').slice(0, 24);
+
 export const newLeaseToken = (): string => {
   if (tokenAt + TOKEN_BYTES > tokenPool.length) {
     tokenPool = randomBytes(TOKEN_BYTES * 256);

@@ -12,11 +12,11 @@ import { metrics } from '../metrics.js';
 import type { Db } from '../services.js';
 import * as queueStore from '../store/queue.js';
 import type { QueueRow } from '../store/queue.js';
-import { newLeaseToken } from './helpers.js';
+import { eagerLeaseToken, newLeaseToken } from './helpers.js';
 import type { Logger } from '../../common/logger.js';
 import { claimRefusal } from './claimed.js';
 import type { Lru } from './lru.js';
-import type { Applied, BatchItem, BatchRequest, EagerClaim, Loaded, QueueRef, TxCtx } from './tx-types.js';
+import type { Applied, BatchItem, BatchRequest, EagerClaim, LeaseHolder, Loaded, QueueRef, TxCtx } from './tx-types.js';
 
 /** What leases need of the service: its pool, log, queue-row cache, lease bounds, group commit and transactions. */
 export interface LeasesDeps {
@@ -104,6 +104,26 @@ export class Leases {
   }
 
   /**
+   * A call.done with claim_next sent again because its answer was lost (it was recorded the first
+   * time; the worker says so with `claim_next.resent`, as a test or a client may repeat a report
+   * whose answer it got and still run what it was handed): the commands that answer handed over are leased to a worker that never got them, and
+   * nobody would run them before their leases ran out. Ends exactly those leases (their tokens
+   * derive from the call's: helpers.ts eagerLeaseToken), as a release does. Returns how many.
+   */
+  async releaseLostAnswer(executionId: string, holder: LeaseHolder): Promise<number> {
+    const { workerId, leaseToken } = holder;
+    if (!workerId || !leaseToken) return 0;
+    let released = 0;
+    for (const r of await queueStore.eagerLeases(this.s.db.pool, executionId, workerId)) {
+      if (r.lease_token !== eagerLeaseToken(leaseToken, r.queue_id)) continue;
+      const row = await queueStore.expireLease(this.s.db.pool, r.queue_id, workerId, r.lease_token);
+      if (row && (await this.reclaimLease(row.queue_id, row.execution_id)) !== 'skipped') released++;
+    }
+    if (released) this.s.log.info({ execution_id: executionId, queue_id: holder.queueId, worker_id: workerId, released }, 'call.done sent again: the commands its lost answer handed over are queued again');
+    return released;
+  }
+
+  /**
    * An expired lease, re-checked under the execution lock: back to queued while attempts remain,
    * else a failed `call.done` {error: {code: 'lease_expired'}} so the execution never hangs.
    */
@@ -134,7 +154,7 @@ export class Leases {
   }
 
   eagerClaim(req: ClaimNextRequest): EagerClaim {
-    return { workerId: req.worker_id, lease: this.leaseSeconds(req.lease_seconds), max: req.max ?? 1, pool: req.pool ?? DEFAULT_POOL };
+    return { workerId: req.worker_id, lease: this.leaseSeconds(req.lease_seconds), max: req.max ?? 1, pool: req.pool ?? DEFAULT_POOL, resent: req.resent === true };
   }
 
   /** The lease a worker asked for (the contract bounds it to (0, 86400]), at least 1 s and at most the server's cap. */

@@ -680,6 +680,11 @@ export class PgExecutionService implements ExecutionService {
         : undefined;
       const applied = await this.enqueue<EventOutcome>(p.executionId, { kind: 'event', event, claimNext, holder });
       end();
+      // sent again after its answer was lost: what that answer handed over waits for nobody
+      if (!applied.recorded && claimNext?.resent && holder) {
+        await this.leases.releaseLostAnswer(p.executionId, holder)
+          .catch((err: Error) => this.log.warn({ execution_id: p.executionId, queue_id: holder.queueId, err: err.message }, 'could not release the commands of a lost call.done answer; their leases run out'));
+      }
       if (applied.recorded) ack.accepted++;
       else ack.duplicates++;
       ack.commands += applied.commands;

@@ -96,7 +96,7 @@ export type BatchItem = BatchRequest & { resolve: (v: any) => void; reject: (e: 
 /** An event's share of a group commit (its EventsAck counts, and its eager claims). */
 export interface EventOutcome { recorded: boolean; commands: number; claimed?: ClaimedCommand[] }
 /** claim_next of an events request, validated. */
-export interface EagerClaim { workerId: string; lease: number; max: number; pool: string }
+export interface EagerClaim { workerId: string; lease: number; max: number; pool: string; /** ClaimNextRequest.resent */ resent: boolean }
 
 /**
  * What BEGIN brought back (see prelude): the log's last seq, the API vars when the hooks can send

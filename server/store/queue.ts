@@ -162,16 +162,27 @@ export async function expireWorkerLeases(q: Queryable, workerId: string): Promis
  * Ends one lease now if `workerId` holds it (its claim's answer was lost: the worker never runs
  * it). Returns the row, for the caller to reclaim under its execution lock.
  */
-export async function expireLease(q: Queryable, queueId: string, workerId: string): Promise<{ queue_id: string; execution_id: string } | undefined> {
+export async function expireLease(q: Queryable, queueId: string, workerId: string, leaseToken: string | null = null): Promise<{ queue_id: string; execution_id: string } | undefined> {
   const { rows } = await q.query<{ queue_id: string; execution_id: string }>({
     name: 'playflow.expire_lease',
     // IS TRUE: the primary key alone finds the row (see claim_many)
     text: `UPDATE queue SET lease_until = now() - interval '1 millisecond'
-      WHERE queue_id = $1 AND (status = 'leased' AND worker_id = $2) IS TRUE
+      WHERE queue_id = $1 AND (status = 'leased' AND worker_id = $2 AND ($3::text IS NULL OR lease_token = $3)) IS TRUE
       RETURNING queue_id::text AS queue_id, execution_id::text AS execution_id`,
-    values: [queueId, workerId],
+    values: [queueId, workerId, leaseToken],
   });
   return rows[0];
+}
+
+/** An execution's rows leased to a worker at insertion (eager dispatch) and never announced since. */
+export async function eagerLeases(q: Queryable, executionId: string, workerId: string): Promise<Array<{ queue_id: string; lease_token: string | null }>> {
+  const { rows } = await q.query<{ queue_id: string; lease_token: string | null }>({
+    name: 'playflow.eager_leases',
+    text: `SELECT queue_id::text AS queue_id, lease_token FROM queue
+      WHERE execution_id = $1 AND status = 'leased' AND worker_id = $2 AND attempts = 1 AND published_at IS NULL`,
+    values: [executionId, workerId],
+  });
+  return rows;
 }
 
 /** Marks an open row finished (a call.done was recorded for it). */
