@@ -111,6 +111,33 @@ describe('ReportBatcher', () => {
     expect(await p3).toMatchObject({ status: 413, message: 'still too large' });
   });
 
+  it('a batch that got no answer goes again one event at a time marked resent (it may have been taken); so does a batch with one resent report', async () => {
+    const s = heldSender();
+    const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8 });
+    const first = b.send(ev(1), claim);
+    const rest = [b.send(ev(2), claim), b.send(ev(3), claim)];
+    s.calls[0].answer(ack());
+    await first;
+    await tick();
+    s.calls[1].fail(new ApiError(0, 'unreachable', 'socket hang up'));
+    await tick();
+    expect(s.calls.slice(2).map((c) => [c.events.map((e) => e.queue_id), c.opts])).toEqual([
+      [['2'], { claimNext: { ...claim, resent: true } }], [['3'], { claimNext: { ...claim, resent: true } }],
+    ]);
+    s.calls[2].answer(ack());
+    s.calls[3].answer(ack());
+    await Promise.all(rest);
+    await tick();
+
+    const more = [b.send(ev(4), claim)];
+    more.push(b.send(ev(5), claim), b.send(ev(6), { ...claim, resent: true }));
+    s.calls[4].answer(ack());
+    await tick();
+    expect(s.calls[5].opts).toEqual({ claimNext: { ...claim, resent: true }, independent: true });
+    s.calls[5].answer(ack({ results: [{ status: 200 }, { status: 200 }] }));
+    await Promise.all(more);
+  });
+
   it('an answer without results (a server before `independent`) took every event: the claims go to the first', async () => {
     const s = heldSender();
     const b = new ReportBatcher(s, { maxInFlight: 1, maxBatch: 8 });

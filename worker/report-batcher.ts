@@ -96,13 +96,17 @@ export class ReportBatcher {
 
   private async dispatch(batch: Waiting[]): Promise<void> {
     if (batch.length === 1) return this.sendAlone(batch[0]);
-    const claimNext = batch[0].claimNext;
+    // one claim_next for all; `resent` if any of them is (it acts only on a report taken before)
+    const claimNext = batch[0].claimNext && batch.some((w) => w.claimNext?.resent) ? { ...batch[0].claimNext, resent: true } : batch[0].claimNext;
     let ack: EventsAck;
     try {
       this.o.onRequest?.(batch.length);
       ack = await this.sender.sendEvents(batch.map((w) => w.event), { ...(claimNext ? { claimNext } : {}), independent: true });
-    } catch {
-      await Promise.all(batch.map((w) => this.sendAlone(w)));
+    } catch (err) {
+      // no answer (or a 5xx): the server may have taken the batch, and the answer was lost, so
+      // each goes again marked resent; a refusal (413…) took nothing
+      const lost = !(err instanceof ApiError) || err.status === 0 || err.status >= 500;
+      await Promise.all(batch.map((w) => this.sendAlone(lost && w.claimNext ? { ...w, claimNext: { ...w.claimNext, resent: true } } : w)));
       return;
     }
     const results = ack.results;

@@ -632,10 +632,11 @@ export class WorkerRuntime {
   }
 
   /** Eager dispatch asks only for commands of this worker's pool (the in-process broker's `*`: any default-pool one). */
-  private claimNext(): ClaimNextRequest {
+  private claimNext(resent = false): ClaimNextRequest {
     const pool = this.o.broker.settings.pool;
     const req: ClaimNextRequest = { worker_id: this.workerId, lease_seconds: this.leaseSeconds };
     if (pool && pool !== '*' && pool !== DEFAULT_POOL) req.pool = pool;
+    if (resent) req.resent = true;
     return req;
   }
 
@@ -672,7 +673,8 @@ export class WorkerRuntime {
     for (let attempt = 1; ; attempt++) {
       try {
         const eager = this.eagerDispatch && !this.stopping;
-        const answer = await this.reports.send(event, eager ? this.claimNext() : undefined);
+        // a report sent again may have been taken before: the answer it got then was lost (resent)
+        const answer = await this.reports.send(event, eager ? this.claimNext(attempt > 1) : undefined);
         this.log.info({ ...where, duration_ms: durationMs, outcome: outcome.error ? 'error' : 'ok', ...(outcome.error ? { error: outcome.error.message } : {}), ...(attempt > 1 ? { report_attempts: attempt } : {}) }, 'call.done reported');
         this.settle(f.msg, 'ack');
         return eager ? answer.claimed[0] : undefined;

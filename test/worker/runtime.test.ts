@@ -551,6 +551,50 @@ describe('worker runtime against the real server', () => {
     }
   });
 
+  it('a call.done whose answer (the next command) was lost is resent as such, and that command runs once, now', async () => {
+    const c = new PlayflowClient({ baseUrl: base });
+    const sent: Array<{ steps: string[]; resent: boolean }> = [];
+    let lost: ClaimedCommand[] | undefined;
+    const client: WorkerClient = {
+      ...recordingClient(c).client,
+      // the server takes the first report and hands over the next step; the answer never arrives
+      sendEvents: async (e, o) => {
+        sent.push({ steps: (Array.isArray(e) ? e : [e]).map((x) => String(x.step)), resent: o?.claimNext?.resent === true });
+        const ack = await c.sendEvents(e, o);
+        if (lost === undefined) {
+          lost = ack.claimed ?? [];
+          throw new ApiError(0, 'unreachable', 'socket hang up');
+        }
+        return ack;
+      },
+      releaseLease: (q, r) => c.releaseLease(q, r),
+    };
+    const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-lost-answer', concurrency: 2, leaseSeconds: 300, python: { size: 1 } });
+    await rt.start();
+    try {
+      const run = await c.run({ path: 'w/chain', payload: {} });
+      const done = await waitFor(async () => {
+        const e = await c.getExecution(run.execution_id);
+        return e.status === 'completed' ? e : undefined;
+      }, 15_000);
+      expect(done.steps.task.result).toBe(17);
+      expect(lost?.map((x) => x.step)).toEqual(['fetch']);
+      expect(sent.slice(0, 2)).toEqual([{ steps: ['start'], resent: false }, { steps: ['start'], resent: true }]);
+      const events = (await c.getEvents(run.execution_id)).events;
+      // fetch: leased with the lost answer, then queued again and claimed (its second delivery)
+      // fetch: leased with the lost answer, queued again at once and claimed (its second delivery), under another token
+      const calls = events.filter((e) => e.name === 'call.done');
+      expect(calls.map((e) => e.step)).toEqual(['start', 'fetch', 'task']);
+      const { rows } = await core.db.pool.query('SELECT attempts, lease_token FROM queue WHERE queue_id = $1', [lost![0].queue_id]);
+      expect(rows[0].attempts).toBe(2);
+      expect(rows[0].lease_token).not.toBe(lost![0].lease_token);
+      const claims = Object.fromEntries((await rt.metrics.claims.get()).values.map((v) => [v.labels.result, v.value]));
+      expect(claims).toMatchObject({ claimed: 2, eager: 1 });
+    } finally {
+      await rt.stop();
+    }
+  });
+
   it('a tool failure is a call.done with error (status and body) and is not redelivered', async () => {
     const c = new PlayflowClient({ baseUrl: base });
     const rec = recordingClient(c);
