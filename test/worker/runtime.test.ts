@@ -69,6 +69,25 @@ const terminal = (c: PlayflowClient, id: string) =>
     return ['completed', 'failed', 'cancelled'].includes(e.status) ? e : undefined;
   });
 
+/** A client whose first claim the server commits but whose answer never reaches the worker (a dropped connection). */
+function losingFirstClaim(c: PlayflowClient, releaseLease: WorkerClient['releaseLease'] = (q, r) => c.releaseLease(q, r)) {
+  const rec = recordingClient(c);
+  const lost: { queueId?: string } = {};
+  const client: WorkerClient = {
+    ...rec.client,
+    claim: async (q, r) => {
+      const cmd = await rec.client.claim(q, r);
+      if (lost.queueId === undefined) {
+        lost.queueId = String(q);
+        throw new ApiError(0, 'unreachable', 'socket hang up');
+      }
+      return cmd;
+    },
+    releaseLease,
+  };
+  return { client, rec, lost };
+}
+
 beforeAll(async () => {
   api = await startHttpServer((req, res) => {
     if (req.url.startsWith('/square/')) return json(res, 200, { value: Number(req.url.split('/')[2]) });
@@ -474,33 +493,15 @@ describe('worker runtime against the real server', () => {
 
   it('a claim whose answer was lost after the server leased the command: the worker ends that lease, and the command runs once, now', async () => {
     const c = new PlayflowClient({ baseUrl: base });
-    const rec = recordingClient(c);
-    let lost: string | undefined;
-    // the server commits the claim; the answer never reaches the worker (a dropped connection)
-    const client: WorkerClient = {
-      ...rec.client,
-      claim: async (q, r) => {
-        const cmd = await rec.client.claim(q, r);
-        if (lost === undefined) {
-          lost = String(q);
-          throw new ApiError(0, 'unreachable', 'socket hang up');
-        }
-        return cmd;
-      },
-      releaseLease: (q, r) => c.releaseLease(q, r),
-    };
+    const { client, lost } = losingFirstClaim(c);
     // a lease far longer than the test, and no sweeper: only a release can free the command
     const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-lost', concurrency: 2, leaseSeconds: 300, python: false });
     await rt.start();
     try {
       const before = napHits;
       const run = await c.run({ path: 'w/nap', payload: {} });
-      const done = await waitFor(async () => {
-        const e = await c.getExecution(run.execution_id);
-        return e.status === 'completed' ? e : undefined;
-      }, 15_000);
-      expect(done.status).toBe('completed');
-      expect(lost).toBeDefined();
+      expect((await terminal(c, run.execution_id)).status).toBe('completed');
+      expect(lost.queueId).toBeDefined();
       expect(napHits - before).toBe(1);
       const released = (await rt.metrics.leaseReleases.get()).values.find((v) => v.labels.outcome === 'released');
       expect(released?.value).toBe(1);
@@ -513,36 +514,19 @@ describe('worker runtime against the real server', () => {
 
   it('a redelivery answered 409 naming this worker, while no slot here claims or runs the command, ends that lease too', async () => {
     const c = new PlayflowClient({ baseUrl: base });
-    const rec = recordingClient(c);
-    let lost: string | undefined;
     let releases = 0;
-    const client: WorkerClient = {
-      ...rec.client,
-      claim: async (q, r) => {
-        const cmd = await rec.client.claim(q, r);
-        if (lost === undefined) {
-          lost = String(q);
-          throw new ApiError(0, 'unreachable', 'socket hang up');
-        }
-        return cmd;
-      },
-      // the first release is refused outright: only the 409 of the notification's redelivery tells the worker again
-      releaseLease: async (q, r) => {
-        if (releases++ === 0) throw new ApiError(400, 'bad_request', 'refused once for the test');
-        return c.releaseLease(q, r);
-      },
-    };
+    // the first release is refused outright: only the 409 of the notification's redelivery tells the worker again
+    const { client, rec, lost } = losingFirstClaim(c, async (q, r) => {
+      if (releases++ === 0) throw new ApiError(400, 'bad_request', 'refused once for the test');
+      return c.releaseLease(q, r);
+    });
     const rt = new WorkerRuntime({ broker: core.broker, client, workerId: 'w-lost-409', concurrency: 2, leaseSeconds: 300, python: false });
     await rt.start();
     try {
       const before = napHits;
       const run = await c.run({ path: 'w/nap', payload: {} });
-      const done = await waitFor(async () => {
-        const e = await c.getExecution(run.execution_id);
-        return e.status === 'completed' ? e : undefined;
-      }, 20_000);
-      expect(done.status).toBe('completed');
-      expect(rec.refused).toContainEqual({ queue_id: lost, status: 409 });
+      expect((await terminal(c, run.execution_id)).status).toBe('completed');
+      expect(rec.refused).toContainEqual({ queue_id: lost.queueId, status: 409 });
       expect(napHits - before).toBe(1);
       const outcomes = Object.fromEntries((await rt.metrics.leaseReleases.get()).values.map((v) => [v.labels.outcome, v.value]));
       expect(outcomes).toEqual({ failed: 1, released: 1 });
@@ -573,10 +557,7 @@ describe('worker runtime against the real server', () => {
     await rt.start();
     try {
       const run = await c.run({ path: 'w/chain', payload: {} });
-      const done = await waitFor(async () => {
-        const e = await c.getExecution(run.execution_id);
-        return e.status === 'completed' ? e : undefined;
-      }, 15_000);
+      const done = (await terminal(c, run.execution_id)) as ExecutionView;
       expect(done.steps.task.result).toBe(17);
       expect(lost?.map((x) => x.step)).toEqual(['fetch']);
       expect(sent.slice(0, 2)).toEqual([{ steps: ['start'], resent: false }, { steps: ['start'], resent: true }]);
