@@ -104,11 +104,12 @@ export class Leases {
   }
 
   /**
-   * A call.done with claim_next sent again because its answer was lost (it was recorded the first
-   * time; the worker says so with `claim_next.resent`, as a test or a client may repeat a report
-   * whose answer it got and still run what it was handed): the commands that answer handed over are leased to a worker that never got them, and
+   * A call.done with claim_next sent again because its answer was lost, and recorded the first
+   * time: the commands that answer handed over are leased to a worker that never got them, and
    * nobody would run them before their leases ran out. Ends exactly those leases (their tokens
    * derive from the call's: helpers.ts eagerLeaseToken), as a release does. Returns how many.
+   * Only for a resend the worker marks (`claim_next.resent`): a client may repeat a report whose
+   * answer it did get and still run what it was handed.
    */
   async releaseLostAnswer(executionId: string, holder: LeaseHolder): Promise<number> {
     const { workerId, leaseToken } = holder;

@@ -159,8 +159,9 @@ export async function expireWorkerLeases(q: Queryable, workerId: string): Promis
 }
 
 /**
- * Ends one lease now if `workerId` holds it (its claim's answer was lost: the worker never runs
- * it). Returns the row, for the caller to reclaim under its execution lock.
+ * Ends one lease now if `workerId` holds it (and, when given, under `leaseToken`): its claim's
+ * answer was lost, so the worker never runs it. Returns the row, for the caller to reclaim under
+ * its execution lock.
  */
 export async function expireLease(q: Queryable, queueId: string, workerId: string, leaseToken: string | null = null): Promise<{ queue_id: string; execution_id: string } | undefined> {
   const { rows } = await q.query<{ queue_id: string; execution_id: string }>({
