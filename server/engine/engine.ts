@@ -364,17 +364,15 @@ class Builder {
     });
   }
 
-  stepResult(run: RunState): Json {
+  /**
+   * The step's result: a `result` action's, else its loop's finished items', else its call's.
+   * `finishing`: the call of `item` (null: no loop) finishes with `result`, not applied yet.
+   */
+  stepResult(run: RunState, finishing?: { item: number | null; result: Json }): Json {
     if (run.has_result) return run.result ?? null;
-    if (run.loop) return loopResults(run.loop);
+    if (finishing && (!run.loop || finishing.item === null)) return finishing.result;
+    if (run.loop) return loopResults(run.loop, finishing && { item: finishing.item!, result: finishing.result });
     return run.last ?? null;
-  }
-
-  /** stepResult once the call of `item` (null: no loop) finishes with `result`, before that is applied. */
-  resultWith(run: RunState, item: number | null, result: Json): Json {
-    if (run.has_result) return run.result ?? null;
-    if (!run.loop || item === null) return result;
-    return loopResults(run.loop, { item, result });
   }
 
   exitStep(name: string, broken: boolean): void {
@@ -557,7 +555,7 @@ class Builder {
       const cctx = call.ctx(pages, into);
       if (ok && pages !== undefined) cctx.result = pages;
       // a next here ends the step: its args see the step as it will complete (README rule 3)
-      acts = evalCase(def, 'call.done', cctx, (ctx, e) => this.asStepEnds(def, e.has_result ? e.result ?? null : this.resultWith(run, rec.item, itemResult()), ctx));
+      acts = evalCase(def, 'call.done', cctx, (ctx, e) => this.asStepEnds(def, e.has_result ? e.result ?? null : this.stepResult(run, { item: rec.item, result: itemResult() }), ctx));
     }
     // one digest records the chain's effects and the entry's
     const report: CallReport = { ok, effects, sinks };
