@@ -191,27 +191,38 @@ workflow:
 
   it('two pipelined starts with one Idempotency-Key at once: one execution, the other answered with it as a replay', async () => {
     const ex = core.deps.executions as PgExecutionService;
-    // until two starts at once both went in a pipeline: each of them took an id for a later one
-    let both = false;
-    for (let i = 0; i < 20 && !both; i++) {
+    /** Until two starts at once both went in a pipeline: then each of them took an id for a later one. */
+    const twoIdsAhead = async () => {
+      for (let i = 0; i < 20; i++) {
+        const before = ex.startsAhead.pipelined;
+        await Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: {} })));
+        if (ex.startsAhead.pipelined - before === 2) return true;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return false;
+    };
+    // Ids taken ahead are used only while less than a second old: on a loaded machine the keyed
+    // pair may come after they went stale and take the two-round-trip way. Whichever way it went,
+    // the key holds; the pipelined race is what this test is for, so it is tried until it ran.
+    let raced = false;
+    for (let attempt = 0; attempt < 5 && !raced; attempt++) {
+      expect(await twoIdsAhead()).toBe(true);
+      const key = `twins-${Date.now()}-${attempt}`;
       const before = ex.startsAhead.pipelined;
-      await Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: {} })));
-      both = ex.startsAhead.pipelined - before === 2;
-      if (!both) await new Promise((r) => setTimeout(r, 20));
+      const { value: [a, b], sent: trips } = await sent(() =>
+        Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: { k: 1 }, idempotency_key: key }))));
+      expect(a.execution_id).toBe(b.execution_id);
+      expect([a, b].filter((r) => (r as { replayed?: boolean }).replayed)).toHaveLength(1);
+      const { rows } = await core.db.pool.query('SELECT count(*)::int AS n FROM execution WHERE idempotency_key = $1', [key]);
+      expect(rows[0].n).toBe(1);
+      raced = trips.filter((t) => t === START_PIPELINE).length === 2;
+      if (raced) {
+        // both went in a pipeline; the second insert met the first one's key (23505) and rolled back
+        expect(trips.some((t) => /playflow_insert_live/.test(t))).toBe(false);
+        expect(ex.startsAhead.pipelined).toBe(before + 1);
+      }
     }
-    expect(both).toBe(true);
-    const key = `twins-${Date.now()}`;
-    const before = ex.startsAhead.pipelined;
-    const { value: [a, b], sent: trips } = await sent(() =>
-      Promise.all([1, 2].map(() => core.deps.executions.start({ path: 'r/chain', payload: { k: 1 }, idempotency_key: key }))));
-    // both went in a pipeline; the second insert met the first one's key (23505) and rolled back
-    expect(trips.filter((t) => t === START_PIPELINE)).toHaveLength(2);
-    expect(trips.some((t) => /playflow_insert_live/.test(t))).toBe(false);
-    expect(a.execution_id).toBe(b.execution_id);
-    expect([a, b].filter((r) => (r as { replayed?: boolean }).replayed)).toHaveLength(1);
-    expect(ex.startsAhead.pipelined).toBe(before + 1);
-    const { rows } = await core.db.pool.query('SELECT count(*)::int AS n FROM execution WHERE idempotency_key = $1', [key]);
-    expect(rows[0].n).toBe(1);
+    expect(raced).toBe(true);
   });
 
   it('with speculative writes off (PLAYFLOW_SPECULATIVE_WRITES=off), every start takes the two round trips', async () => {
