@@ -17,6 +17,7 @@
  * Figures only; nothing asserts.
  */
 import { once } from 'node:events';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import type { PlayflowClient } from '../client/http.js';
@@ -140,8 +141,11 @@ async function main() {
         const rate = EXECUTIONS / (wall / 1000);
         const f = { rate, p50: pct(latencies, 50), p99: pct(latencies, 99) };
         figures[mode].push(f);
-        const cpu = (a: number, b: number) => `${((b - a) / EXECUTIONS).toFixed(2)} ms`;
-        console.log(`round ${round} ${mode.padEnd(4)}: ${rate.toFixed(1)} completed executions/s (${(wall / 1000).toFixed(2)} s), latency p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms; CPU per execution: server process (incl. the clients) ${cpu(c0.server, c1.server)}, worker ${cpu(c0.workers, c1.workers)}, PostgreSQL backends ${cpu(0, stack.pg.since(p0, p1))}`);
+        const per = { server: (c1.server - c0.server) / EXECUTIONS, worker: (c1.workers - c0.workers) / EXECUTIONS, pg: stack.pg.since(p0, p1) / EXECUTIONS };
+        const total = per.server + per.worker + per.pg;
+        // what the cores could complete if they did nothing else: the rate is CPU-bound when near it
+        const ceiling = (availableParallelism() * 1000) / total;
+        console.log(`round ${round} ${mode.padEnd(4)}: ${rate.toFixed(1)} completed executions/s (${(wall / 1000).toFixed(2)} s), latency p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms; CPU per execution: server process (incl. the clients and the target) ${per.server.toFixed(2)} ms, worker ${per.worker.toFixed(2)} ms, PostgreSQL backends ${per.pg.toFixed(2)} ms; ${total.toFixed(2)} ms in all, at most ${ceiling.toFixed(0)}/s on ${availableParallelism()} cores`);
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
