@@ -78,11 +78,7 @@ export class Leases {
 
   /** `workerId` is valid (common/contract WorkerId, checked at the HTTP edge). */
   async releaseWorker(workerId: string): Promise<ReleaseLeasesResponse> {
-    const rows = await queueStore.expireWorkerLeases(this.s.db.pool, workerId);
-    let released = 0;
-    for (const r of rows) {
-      if ((await this.reclaimLease(r.queue_id, r.execution_id)) !== 'skipped') released++;
-    }
+    const released = await this.reclaimEach(await queueStore.expireWorkerLeases(this.s.db.pool, workerId));
     if (released) this.s.log.info({ worker_id: workerId, released }, 'worker restarted; its previous leases ended');
     return { released };
   }
@@ -114,14 +110,22 @@ export class Leases {
   async releaseLostAnswer(executionId: string, holder: LeaseHolder): Promise<number> {
     const { workerId, leaseToken } = holder;
     if (!workerId || !leaseToken) return 0;
-    let released = 0;
+    const ended: Array<{ queue_id: string; execution_id: string }> = [];
     for (const r of await queueStore.eagerLeases(this.s.db.pool, executionId, workerId)) {
       if (r.lease_token !== eagerLeaseToken(leaseToken, r.queue_id)) continue;
       const row = await queueStore.expireLease(this.s.db.pool, r.queue_id, workerId, r.lease_token);
-      if (row && (await this.reclaimLease(row.queue_id, row.execution_id)) !== 'skipped') released++;
+      if (row) ended.push(row);
     }
+    const released = await this.reclaimEach(ended);
     if (released) this.s.log.info({ execution_id: executionId, queue_id: holder.queueId, worker_id: workerId, released }, 'call.done sent again: the commands its lost answer handed over are queued again');
     return released;
+  }
+
+  /** Leases just ended (store/queue.ts expire*), each re-checked as an expired one; how many were not skipped. */
+  private async reclaimEach(rows: ReadonlyArray<{ queue_id: string; execution_id: string }>): Promise<number> {
+    let n = 0;
+    for (const r of rows) if ((await this.reclaimLease(r.queue_id, r.execution_id)) !== 'skipped') n++;
+    return n;
   }
 
   /**
