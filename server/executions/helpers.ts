@@ -5,6 +5,7 @@ import { sessionStatement, type SessionStatement } from '../db.js';
 import type { JsonObject } from '../../playbook/types.js';
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../engine/contract.js';
 import { idLiteral } from '../store/sql.js';
+import type { TxCtx } from './tx-types.js';
 
 export const isTerminal = (s: ExecutionStatus) => TERMINAL_STATUSES.includes(s);
 export const isObject = (v: unknown): v is JsonObject => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -56,3 +57,6 @@ export function lockPrelude(executionId: string): string {
 }
 
 export { lockExecution as lock } from '../store/executions.js';
+
+/** A transaction's empty context (tx-types.ts TxCtx). */
+export const newCtx = (): TxCtx => ({ toPublish: [], queueRows: [], claimed: [], terminated: [], cache: new Map(), counts: [] });

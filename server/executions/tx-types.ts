@@ -6,6 +6,7 @@ import type { Command, Decision, EngineEvent, ExecutionStateView } from '../engi
 import type { ExecutionRow } from '../store/executions.js';
 import type * as queueStore from '../store/queue.js';
 import type { OutboxItem } from './outbox.js';
+import type { TxOptions } from '../db.js';
 
 export interface TxCtx {
   toPublish: OutboxItem[];
@@ -111,3 +112,10 @@ export interface Peek {
   speculative?: boolean;
 }
 export type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };
+
+/**
+ * A transaction of the service: `retryUniqueChild` retries a child's start that met its twin's
+ * row; `lastCommits`: `fn` runs nothing after the decision's write or the end's statements, so
+ * that statement may carry the COMMIT (lazy-tx.ts decisionCommitRules).
+ */
+export type RunOptions = { retryUniqueChild?: boolean; lastCommits?: boolean } & TxOptions;
