@@ -14,14 +14,14 @@
  * (catalog rows, queue rows' execution/command/step, the latest state when its seq is the log's);
  * any replica can serve any call.
  *
- * This file is the façade and the group commit's plumbing; the other concerns live beside it:
- * keyed-batcher.ts (per-execution queue of the group commit), decision-batch.ts (what one group
+ * This file is the façade and the transactions' plumbing; the other concerns live beside it:
+ * group-commit.ts (a batch of one execution's requests in one transaction, speculated when it can
+ * be), keyed-batcher.ts (per-execution queue of the group commit), decision-batch.ts (what one group
  * commit accumulates: running state, events, closes, eager leases, each caller's outcome),
  * decision-write.ts (side effects, the one-statement write and the end of an execution, shared by
  * the one-by-one path and the group commit), loader.ts (lock and load, state and playbook caches,
  * the BEGIN prelude), starts.ts (starts, replays, admission), children.ts, leases.ts, lifecycle.ts
- * (cancel, retry, rerun), steps-diff.ts,
- * helpers.ts and tx-types.ts.
+ * (cancel, retry, rerun), steps-diff.ts, helpers.ts and tx-types.ts.
  */
 import type pg from 'pg';
 import type { ClaimedCommand, ClaimNextRequest, ClaimRequest, EventsAck, RerunRequest, RetryRequest, HeartbeatRequest, HeartbeatResponse, ReleaseLeaseRequest, ReleaseLeasesResponse, RunRequest, RunResponse, WorkerEvent } from '../../common/protocol.js';
@@ -29,27 +29,24 @@ import type { JsonObject, Playbook } from '../../playbook/types.js';
 import type { Decision, Engine, EngineEvent, EngineInput, ExecutionStateView, ExecutionStatus } from '../engine/contract.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { metrics } from '../metrics.js';
-import { isConnectionError } from '../db.js';
 import { noopHooks, type Db, type ExecutionHooks, type ExecutionListItem, type ExecutionListView, type ExecutionRecord, type ExecutionService, type StoredEvent } from '../services.js';
 import * as eventStore from '../store/events.js';
 import * as execStore from '../store/executions.js';
-import * as queueStore from '../store/queue.js';
 import { iso, parseId } from '../store/sql.js';
 import type { Outbox } from './outbox.js';
 import type { Ended } from './waiters.js';
 import { ValuesGate } from './values-gate.js';
 import { Lru } from './lru.js';
-import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
+import { MAX_BATCH } from './keyed-batcher.js';
 import { Children } from './children.js';
 import { Leases } from './leases.js';
-import { ExecutionLoader, groupCommitPrelude } from './loader.js';
-import { decisionCommitRules, LazyTransaction } from './lazy-tx.js';
+import { ExecutionLoader } from './loader.js';
+import { decisionCommitRules } from './lazy-tx.js';
 import { Starts } from './starts.js';
-import { StaleDecision, type GuardedLease } from '../store/decision.js';
+import { GroupCommit } from './group-commit.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
-import { DecisionBatch, type DecisionBatchDeps } from './decision-batch.js';
-import type { Applied, BatchItem, BatchRequest, EventOutcome, ItemOutcome, LeaseHolder, Loaded, Peek, QueueRef, RunOptions, TxCtx } from './tx-types.js';
+import type { Applied, EventOutcome, LeaseHolder, Loaded, QueueRef, RunOptions, TxCtx } from './tx-types.js';
 import { isObject, newCtx, RETRYABLE } from './helpers.js';
 import { type Logger, silentLogger } from '../../common/logger.js';
 import { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, SERVER_EVENT_NAMES as SERVER_EVENT_NAME_LIST } from '../../common/contract/index.js';
@@ -110,43 +107,6 @@ const SERVER_EVENT_NAMES = new Set<string>(SERVER_EVENT_NAME_LIST);
  */
 const REUSE_STEPS = { reuseSteps: true } as const;
 
-/**
- * The leases a batch's events claim, one per queue row, when the batch can be speculated: events
- * each reporting with its lease (worker id and token), and claims of fresh rows (QueueRef.fresh:
- * the write leases them only if they are still queued and undelivered). Null otherwise, or when
- * two events claim one row with different leases (one of them is refused, which the locked path
- * decides).
- */
-function speculationHolders(batch: BatchItem[]): GuardedLease[] | null {
-  const byRow = new Map<string, GuardedLease>();
-  for (const it of batch) {
-    if (it.kind === 'claim') {
-      if (!it.fresh) return null;
-      continue;
-    }
-    if (!it.holder?.workerId || !it.holder.leaseToken) return null;
-    const h = { queue_id: it.holder.queueId, worker_id: it.holder.workerId, lease_token: it.holder.leaseToken };
-    const seen = byRow.get(h.queue_id);
-    if (seen && (seen.worker_id !== h.worker_id || seen.lease_token !== h.lease_token)) return null;
-    byRow.set(h.queue_id, h);
-  }
-  return [...byRow.values()];
-}
-
-/** Queue ids a batch's eager claims may take (the sum of their claim_next.max). */
-const eagerWanted = (batch: BatchItem[]): number => batch.reduce((n, it) => n + (it.kind === 'event' && it.claimNext ? it.claimNext.max : 0), 0);
-
-/**
- * Queue ids to take with a speculative commit, for the next batch: twice what this one wanted, and
- * never fewer than the execution's previous reservation (`previous`), up to MAX_BATCH. A batch's
- * size follows the requests that came in while the previous one ran, and under load sizes
- * alternate (1, 13, 2, 20…): with exactly what the last batch wanted, 37% of the batches of a
- * 4,000-item loop made a round trip for the rest. Ids left unused are gaps in the queue's
- * sequence, nothing else; a sequential chain (one at a time) still takes one.
- */
-export const idsToReserve = (want: number, previous = 0): number =>
-  Math.max(want, Math.min(Math.max(want <= 1 ? want : 2 * want, previous), MAX_BATCH));
-
 /** Most events and claims of one execution applied in one group-commit transaction. */
 export { MAX_BATCH };
 
@@ -187,20 +147,21 @@ export class PgExecutionService implements ExecutionService {
    */
   onEnding?: (executionId: string) => void;
   onEndAbandoned?: (executionId: string) => void;
-  /** Per execution with a group commit running: the requests waiting for the next one. */
-  private readonly batcher = new KeyedBatcher<BatchItem>((executionId, batch) => this.commitBatch(executionId, batch));
+  private readonly group: GroupCommit;
   private readonly children: Children;
   private readonly leases: Leases;
   private readonly lifecycle: Lifecycle;
   private readonly writer: DecisionWriter;
-  /** What a group commit's DecisionBatch uses of the service. */
-  private readonly batchDeps: DecisionBatchDeps;
   /** Group-commit counters (tests, diagnostics): transactions committed and requests they carried. */
-  readonly groupCommits = { transactions: 0, items: 0, fallbacks: 0, ms: 0 };
+  get groupCommits(): GroupCommit['counters'] {
+    return this.group.counters;
+  }
   /** Reads of an execution whose step summaries came from the state cache (get). */
   readonly reads = { fromCache: 0 };
   /** Speculative decisions (tests, diagnostics): written in one round trip, in an opened transaction, or decided again under the lock. */
-  readonly speculations = { oneTrip: 0, opened: 0, redone: 0 };
+  get speculations(): GroupCommit['speculations'] {
+    return this.group.speculations;
+  }
   private readonly speculation: boolean;
   private readonly starts: Starts;
   /** Top-level starts (tests, diagnostics): in one pipeline, or the guess of the catalog row was stale (then two round trips). */
@@ -232,7 +193,7 @@ export class PgExecutionService implements ExecutionService {
       queueRows: this.queueRows,
       defaultLease: this.defaultLease,
       maxLease: this.maxLease,
-      enqueue: (executionId, req) => this.enqueue(executionId, req),
+      enqueue: (executionId, req) => this.group.enqueue(executionId, req),
       run: (fn) => this.run(fn),
       lockAndLoad: (client, executionId) => this.loader.lockAndLoad(client, executionId),
       applyLoaded: (client, ctx, loaded, event) => this.applyLoaded(client, ctx, loaded, event),
@@ -269,12 +230,21 @@ export class PgExecutionService implements ExecutionService {
       afterCommit: (ctx) => this.afterCommit(ctx),
       onWaiting: () => this.onWaiting?.(),
     });
-    this.batchDeps = {
-      hooks: this.hooks,
-      writer: this.writer,
-      handle: (state, playbook, event, now, externalVars, owned) => this.handle(state, playbook, event, now, externalVars, owned),
-      handOver: (executionId) => this.handOver(executionId),
-    };
+    this.group = new GroupCommit({
+      db: this.db, hooks: this.hooks, log: this.log, loader: this.loader, speculation: this.speculation,
+      batchDeps: {
+        hooks: this.hooks,
+        writer: this.writer,
+        handle: (state, playbook, event, now, externalVars, owned) => this.handle(state, playbook, event, now, externalVars, owned),
+        handOver: (executionId) => this.handOver(executionId),
+      },
+      now: () => this.now(),
+      runTx: (fn, opts) => this.runTx(fn, opts),
+      ending: (ctx) => this.ending(ctx),
+      abandoned: (ctx) => this.abandoned(ctx),
+      committed: (ctx) => this.committed(ctx),
+      afterCommit: (ctx) => this.afterCommit(ctx),
+    });
   }
 
   // ---------------------------------------------------------------------------------- start
@@ -357,7 +327,7 @@ export class PgExecutionService implements ExecutionService {
     // Existence checks before anything is applied; executions and queue rows this process knows
     // (they are never deleted while running) skip the query. A group commit hands its execution's
     // cache entry over while it runs, and events arriving then are most of them under load.
-    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.stateCache.has(id) && !this.batcher.busy(id));
+    const execIds = [...new Set(prepared.map((p) => p.executionId))].filter((id) => !this.loader.stateCache.has(id) && !this.group.busy(id));
     if (execIds.length) {
       const { rows: found } = await this.db.pool.query<{ execution_id: string }>('SELECT execution_id FROM execution WHERE execution_id = ANY($1::bigint[])', [execIds]);
       const known = new Set(found.map((r) => r.execution_id));
@@ -404,7 +374,7 @@ export class PgExecutionService implements ExecutionService {
       const holder: LeaseHolder | undefined = p.name === 'call.done' && p.queueId
         ? { queueId: p.queueId, workerId: typeof p.workerId === 'string' ? p.workerId : null, leaseToken: typeof p.leaseToken === 'string' ? p.leaseToken : null }
         : undefined;
-      const applied = await this.enqueue<EventOutcome>(p.executionId, { kind: 'event', event, claimNext, holder });
+      const applied = await this.group.enqueue<EventOutcome>(p.executionId, { kind: 'event', event, claimNext, holder });
       end();
       // sent again after its answer was lost: what that answer handed over waits for nobody
       if (!applied.recorded && claimNext?.resent && holder) {
@@ -604,149 +574,5 @@ export class PgExecutionService implements ExecutionService {
    */
   private handOver(executionId: string): void {
     this.loader.stateCache.delete(executionId);
-  }
-
-  // ------------------------------------------------------------------------- group commit
-
-  /**
-   * Group commit: requests (worker events, claims) for one execution that arrive while a
-   * transaction of that execution runs in this process wait and are then applied together — one
-   * lock, one load, the engine on each in arrival order, one multi-row append, bulk queue writes,
-   * one execution-row update, one commit, one outbox publish. Each caller gets its own outcome.
-   * Across replicas the advisory lock still serialises the transactions.
-   */
-  private enqueue<T>(executionId: string, req: BatchRequest): Promise<T> {
-    return new Promise<T>((resolve, reject) => this.batcher.add(executionId, { ...req, resolve, reject } as BatchItem));
-  }
-
-  /** Never throws: every item is settled. A failed batch of several is retried one by one. */
-  private async commitBatch(executionId: string, batch: BatchItem[]): Promise<void> {
-    let outcomes: ItemOutcome[];
-    let ctx: TxCtx;
-    const t0 = performance.now();
-    try {
-      const speculated = await this.speculate(executionId, batch);
-      if (speculated) {
-        ({ outcomes, ctx } = speculated);
-        this.settle(batch, outcomes, ctx, t0);
-        return;
-      }
-      const reserve = eagerWanted(batch);
-      const holders = [...new Set(batch.flatMap((it) => (it.kind === 'event' && it.holder ? [it.holder.queueId] : [])))];
-      const prelude = groupCommitPrelude(this.hooks, executionId, reserve, holders);
-      ({ value: outcomes, ctx } = await this.runTx((client, c, begun) => this.applyBatch(client, c, executionId, batch, prelude.read(begun)),
-        { begin: prelude.sql, prepare: prelude.prepare, lastCommits: true }));
-    } catch (err) {
-      if (batch.length === 1) {
-        batch[0].reject(err);
-        return;
-      }
-      this.groupCommits.fallbacks++;
-      this.log.warn({ execution_id: executionId, requests: batch.length, err: String(err) }, 'group commit failed; applying its requests one by one');
-      for (const item of batch) await this.commitBatch(executionId, [item]);
-      return;
-    }
-    this.settle(batch, outcomes, ctx, t0);
-  }
-
-  /** A batch committed: counters, then its callers' answers once the after-commit work is done. */
-  private settle(batch: BatchItem[], outcomes: ItemOutcome[], ctx: TxCtx, t0: number): void {
-    this.groupCommits.ms += performance.now() - t0;
-    this.groupCommits.transactions++;
-    this.groupCommits.items += batch.length;
-    // The next batch of this execution need not wait for this one's notifications: publishing
-    // (one broker round trip per command) overlaps its transaction. Callers are answered after it.
-    void this.afterCommit(ctx).finally(() => batch.forEach((item, i) => {
-      const o = outcomes[i];
-      if (o.ok) item.resolve(o.value);
-      else item.reject(o.err);
-    }));
-  }
-
-  /**
-   * Workers' events on an execution whose state, API vars and log position this process has
-   * cached (it wrote the last decision): the engine decides on the cache without the lock, and the
-   * write goes with BEGIN, the lock and COMMIT in one round trip, guarded (lazy-tx.ts). The leases
-   * the events report on are taken as the events claim them; the guard checks them, with the log's
-   * last seq and the vars, under the lock. Returns null when the speculation could not be made or
-   * did not hold: nothing was written, and the caller decides again under the lock (from the log:
-   * the engine changed the cached state in place). Such a redo is rare (another replica or a
-   * reclaim wrote in between; speculations.redone counts them); the command counters of the
-   * decisions it replaces are not taken back. A batch with a claim is speculated only when each
-   * claim is of a fresh row (QueueRef.fresh: queued and due at its insertion by this process, not
-   * claimed since as far as it knows): the write leases those rows if they are still queued and
-   * undelivered, else writes nothing, and the locked path then answers the claims as it would have.
-   */
-  private async speculate(executionId: string, batch: BatchItem[]): Promise<{ outcomes: ItemOutcome[]; ctx: TxCtx } | null> {
-    if (!this.speculation) return null;
-    const holders = speculationHolders(batch);
-    if (!holders) return null;
-    const cached = this.loader.stateCache.get(executionId);
-    if (!cached?.vars) return null;
-    const want = eagerWanted(batch);
-    // a worker reports the command it claims with claim_next: the ids of its eager claim are taken now
-    const claims = batch.reduce((n, it) => n + (it.kind === 'claim' ? 1 : 0), 0);
-    const reserveNext = idsToReserve(want + claims, cached.queueIds?.length);
-    // the previous speculation's ids, else a round trip for the rest (the first after a locked decision)
-    const queueIds = want === 0 ? [] : cached.queueIds?.slice(0, want) ?? [];
-    if (queueIds.length < want) queueIds.push(...await queueStore.takeIds(this.db.pool, want - queueIds.length));
-    cached.queueIds = undefined;
-    const peek: Peek = {
-      lastSeq: cached.seq, vars: cached.vars, queueIds, speculative: true,
-      holders: new Map(holders.map((h) => [h.queue_id, { worker_id: h.worker_id, lease_token: h.lease_token }])),
-    };
-    const guard = { lastSeq: cached.seq, holders, vars: cached.vars };
-    const ctx = newCtx();
-    const tx = new LazyTransaction(this.db.pool, executionId, guard, reserveNext, () => this.ending(ctx));
-    let outcomes: ItemOutcome[];
-    try {
-      outcomes = await this.applyBatch(tx.client, ctx, executionId, batch, peek);
-      // (tx announces the ends, this.ending, before any COMMIT it sends)
-      await tx.finish(ctx.terminated.length > 0);
-      // nothing reached PostgreSQL, so the guard never ran: the lease is unchecked
-      if (!tx.committed) {
-        this.abandoned(ctx);
-        this.loader.stateCache.delete(executionId);
-        this.speculations.redone++;
-        return null;
-      }
-      if (tx.opened) this.speculations.opened++;
-      else this.speculations.oneTrip++;
-    } catch (err) {
-      this.abandoned(ctx);
-      await tx.abort();
-      this.loader.stateCache.delete(executionId);
-      // a stale write wrote nothing, even when it went with its COMMIT; a connection lost after a
-      // COMMIT was sent leaves its outcome unknown (answered 503, as the locked path does);
-      // anything else failed before COMMIT, and the locked path (which retries a lost BEGIN) redoes it
-      if (!(err instanceof StaleDecision) && (tx.committed || (tx.commitSent && isConnectionError(err)))) throw err;
-      this.speculations.redone++;
-      return null;
-    }
-    const entry = ctx.cache.get(executionId);
-    if (entry && tx.reserved.length) entry.queueIds = tx.reserved;
-    this.committed(ctx);
-    return { outcomes, ctx };
-  }
-
-  /**
-   * One transaction for a batch. Per-request refusals (a claim of a row no longer queued) are
-   * outcomes; anything else throws and fails the whole batch (the caller then retries one by one,
-   * so one bad request cannot fail the others). Queue rows closed earlier in the batch are known
-   * in memory, so a later claim of one is refused exactly as if each request had its own
-   * transaction.
-   */
-  private async applyBatch(client: pg.PoolClient, ctx: TxCtx, id: string, batch: BatchItem[], peek: Peek): Promise<ItemOutcome[]> {
-    const loaded = await this.loader.lockAndLoad(client, id, peek);
-    if (!loaded) return batch.map(() => ({ ok: false, err: notFound(`execution ${id} not found`) }));
-    if (!loaded.state) throw new Error(`execution ${id} has no events`);
-    const now = this.now();
-    const externalVars = peek.vars ?? await this.hooks.loadVars(client, id);
-    const decisions = new DecisionBatch(this.batchDeps, { client, ctx, loaded, state: loaded.state, peek, now, externalVars });
-    for (const [index, item] of batch.entries()) {
-      if (item.kind === 'claim') await decisions.claim(batch, index);
-      else await decisions.event(item);
-    }
-    return decisions.finish();
   }
 }
