@@ -70,9 +70,9 @@ export interface ServerCoreConfig {
   snapshotGrowth?: number;
   /** Executions whose latest state this process keeps in memory (default 1000; 0 disables). */
   stateCacheSize?: number;
-  /** Speculative decisions written in one round trip (default true; executions/service.ts speculate). */
+  /** Speculative decisions written in one round trip (default true; executions/group-commit.ts speculate). */
   speculativeWrites?: boolean;
-  /** One-round-trip starts (default true, with speculativeWrites; executions/service.ts startAhead). For A/B benches. */
+  /** One-round-trip starts (default true, with speculativeWrites; executions/starts.ts startAhead). For A/B benches. */
   startAhead?: boolean;
   defaultLeaseSeconds?: number;
   maxLeaseSeconds?: number;

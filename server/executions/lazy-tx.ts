@@ -1,5 +1,5 @@
 /**
- * The transaction of a speculative decision (service.ts `speculate`). The engine decided on this
+ * The transaction of a speculative decision (group-commit.ts `speculate`). The engine decided on this
  * process's cached state before any lock was taken; what it decided goes to PostgreSQL through
  * this stand-in for the transaction's client:
  *
@@ -19,7 +19,7 @@
  *   first, BEGIN with the lock and the guard alone; the statements then run in it as usual, the
  *   last write (or the end's statements) carrying the COMMIT, else `finish()` commits.
  *
- * - A start's (service.ts `startAhead`): the insert of the execution goes first in the write's
+ * - A start's (starts.ts `startAhead`): the insert of the execution goes first in the write's
  *   pipeline, and statements may follow the write (`Surround`); no guard, as the execution is new.
  *   Other statements first: BEGIN, then the insert, then they run as above.
  *

@@ -1,5 +1,5 @@
 /**
- * Speculative decisions (service.ts speculate, lazy-tx.ts): workers' call.done events (one, or a
+ * Speculative decisions (group-commit.ts speculate, lazy-tx.ts): workers' call.done events (one, or a
  * group commit of several) and claims of rows this process queued, on an execution whose state this
  * process wrote last, are decided on the cached state and written in one round trip. The write's guard
  * makes it apply only while the log, every lease reported on and the API vars are what the

@@ -1,5 +1,5 @@
 /**
- * What a top-level start needs before its one round trip (service.ts `startAhead`): the catalog
+ * What a top-level start needs before its one round trip (starts.ts `startAhead`): the catalog
  * row an earlier start found live at the request's path, and an execution id taken ahead. With
  * both, the engine decides the first step before anything is sent, and the insert, the write and
  * the id of a later start go in one pipeline; the insert checks that the row is still live.

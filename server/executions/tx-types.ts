@@ -44,7 +44,7 @@ export interface CachedState {
   row: ExecutionRow;
   /**
    * The API vars the decisions that produced this state saw (hooks.loadVars), when none of them
-   * wrote vars: a speculative decision (service.ts speculate) decides with them, and its write
+   * wrote vars: a speculative decision (group-commit.ts speculate) decides with them, and its write
    * checks they are still current.
    */
   vars?: JsonObject;
@@ -62,7 +62,7 @@ export interface QueueRef {
   step: string;
   /**
    * The command of a row this process inserted queued and due that it has not seen claimed since:
-   * its first claim may be speculated (service.ts `speculate`); the write leases the row only if it
+   * its first claim may be speculated (group-commit.ts `speculate`); the write leases the row only if it
    * is still queued and undelivered.
    */
   fresh?: Command;

@@ -263,7 +263,7 @@ export function insertLiveSql(e: { path: string; version?: number; payload: Json
  * `nextExecutionIdBound` of an earlier start), of the catalog row an earlier start found live at its
  * path, taking the new execution's lock. No row when that catalog row is no longer what the
  * request would pick: deleted, or (`latest`) a newer version registered since. The write of a
- * pipelined start (service.ts startAhead) goes with it, and finds no execution then.
+ * pipelined start (executions/starts.ts startAhead) goes with it, and finds no execution then.
  */
 const INSERT_AT_SQL = insertTopLevelSql(
   `SELECT k.catalog_id, k.path, k.version FROM catalog k
