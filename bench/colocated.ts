@@ -1,0 +1,132 @@
+/**
+ * What the worker's own process costs a step: the peers' W1 chain (40 sequential steps, each an
+ * http GET to a local API or a python call, passing a counter on) run by the server with its
+ * worker as deployed, in a process of its own (`separate`), and with the same worker runtime in
+ * the server's process (`together`: `startWorker` in-process, still talking to the server over
+ * loopback HTTP and taking notifications from JetStream). Nothing else differs, so the difference
+ * is the second process: its wake-ups, its event loop, its V8.
+ *
+ * Prints wall time per execution and CPU per step: this process (server, and the worker in
+ * `together`), the worker process (in `separate`) and PostgreSQL's backends. Python interpreters
+ * are children either way and are not counted. Each mode in a fresh process, so run them
+ * alternately:
+ *
+ *   npm run build
+ *   for i in 1 2 3; do for m in separate together; do node dist/bench/colocated.js --mode $m --tool http; done; done
+ *
+ * [--runs 40] [--warmup 20] [--tool http|python]. Figures only; nothing asserts.
+ */
+import { once } from 'node:events';
+import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
+import { PlayflowClient } from '../client/http.js';
+import { tuneV8Tiering } from '../common/v8-tiering.js';
+import { startHarness } from '../test/conformance/harness.js';
+import { loadWorkerConfig } from '../worker/config.js';
+import { startWorker } from '../worker/main.js';
+import { createServerFetch } from '../worker/server-fetch.js';
+import { pgCpu } from './pg-cpu.js';
+import { processCpuMs } from './proc-cpu.js';
+
+const { values: args } = parseArgs({
+  options: {
+    mode: { type: 'string', default: 'separate' },
+    tool: { type: 'string', default: 'http' },
+    runs: { type: 'string', default: '40' },
+    warmup: { type: 'string', default: '20' },
+  },
+});
+const MODE = args.mode!;
+const TOOL = args.tool!;
+const RUNS = Number(args.runs);
+const WARMUP = Number(args.warmup);
+const STEPS = 40;
+if (!['separate', 'together'].includes(MODE)) throw new Error(`--mode must be separate or together, not ${MODE}`);
+if (!['http', 'python'].includes(TOOL)) throw new Error(`--tool must be http or python, not ${TOOL}`);
+if (!Number.isInteger(RUNS) || RUNS < 1 || !Number.isInteger(WARMUP) || WARMUP < 0) throw new Error('--runs must be ≥ 1 and --warmup ≥ 0');
+
+/** The peers' chain (../shared/peers lib/systems.mjs pfChainPlaybook). */
+function playbook(apiUrl: string): string {
+  const name = (i: number) => (i === 1 ? 'start' : `step_${i}`);
+  const prev = (i: number) => (i === 1 ? '{{ payload.c | default(0) }}' : `{{ ${name(i - 1)}.c }}`);
+  const steps = Array.from({ length: STEPS }, (_, k) => {
+    const i = k + 1;
+    const next = i < STEPS ? `\n    next: ${name(i + 1)}` : '';
+    const tool = TOOL === 'http'
+      ? `{ kind: http, method: GET, endpoint: "${apiUrl}/inc", params: { c: "${prev(i)}" } }`
+      : `{ kind: python, code: "def main(c):\\n    return {'c': c + 1}", args: { c: "${prev(i)}" } }`;
+    return `  - step: ${name(i)}\n    tool: ${tool}${next}`;
+  });
+  return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: colocated, path: bench/colocated }\nworkflow:\n${steps.join('\n')}\n`;
+}
+
+/** The peers' target: GET /inc?c=N answers {c: N + 1}, in a thread (its CPU is this process's in both modes). */
+async function startIncApi(): Promise<{ url: string; stop(): Promise<number> }> {
+  const api = new Worker(`
+    const http = require('node:http');
+    const { parentPort } = require('node:worker_threads');
+    const server = http.createServer((req, res) => {
+      const c = Number(new URL(req.url, 'http://x').searchParams.get('c'));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ c: c + 1 }));
+    });
+    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
+  `, { eval: true });
+  const [port] = (await once(api, 'message')) as [number];
+  return { url: `http://127.0.0.1:${port}`, stop: () => api.terminate() };
+}
+
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function main() {
+  const api = await startIncApi();
+  tuneV8Tiering(process.env);
+  const h = await startHarness({ workers: MODE === 'separate' ? 1 : 0, concurrency: 8, sweeperIntervalMs: 10_000 });
+  const inProcess = MODE === 'together'
+    ? await startWorker({ config: loadWorkerConfig({ ...h.env, WORKER_CONCURRENCY: '8', WORKER_METRICS_PORT: '0', LOG_LEVEL: 'warn' }), signals: false })
+    : null;
+  const http = createServerFetch();
+  const client = new PlayflowClient({ baseUrl: h.url, fetch: http.fetch });
+  const pg = await pgCpu(h.db.url);
+  try {
+    await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
+    await client.registerPlaybook(playbook(api.url));
+    const run = async () => {
+      const t0 = performance.now();
+      const started = await client.run({ path: 'bench/colocated', payload: {} }, { wait: 60 });
+      let end: { execution_id: string; status: string; result?: unknown; error?: unknown } = started;
+      while (!['completed', 'failed', 'cancelled'].includes(end.status)) end = await client.getExecution(started.execution_id, { wait: 60 });
+      const r = end.result as { c?: number; data?: { c?: number } } | undefined;
+      const c = r?.c ?? r?.data?.c;
+      if (end.status !== 'completed' || c !== STEPS) throw new Error(`execution ${end.execution_id} ${end.status}, counter ${c}: ${JSON.stringify(end.error)}`);
+      return performance.now() - t0;
+    };
+    for (let i = 0; i < WARMUP; i++) await run();
+    const walls: number[] = [];
+    const workerCpu = () => h.workers.reduce((sum, w) => sum + processCpuMs(w.pid!), 0);
+    const p0 = await pg.read();
+    const c0 = cpuMs();
+    const w0 = workerCpu();
+    for (let i = 0; i < RUNS; i++) walls.push(await run());
+    const steps = RUNS * STEPS;
+    const own = (cpuMs() - c0) / steps;
+    const worker = (workerCpu() - w0) / steps;
+    const db = pg.since(p0, await pg.read()) / steps;
+    console.log(`colocated ${MODE.padEnd(8)} ${TOOL}: ${median(walls).toFixed(1)} ms median per ${STEPS}-step execution over ${RUNS} (after ${WARMUP}); CPU per step: this process ${own.toFixed(2)} ms${MODE === 'separate' ? `, worker process ${worker.toFixed(2)} ms` : ' (server and worker)'}, PostgreSQL ${db.toFixed(2)} ms; ${(own + worker + db).toFixed(2)} ms in all`);
+  } finally {
+    await pg.close();
+    await inProcess?.stop();
+    await http.close();
+    await h.close();
+    await api.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
