@@ -16,9 +16,7 @@
  *
  * [--runs 40] [--warmup 20] [--tool http|python]. Figures only; nothing asserts.
  */
-import { once } from 'node:events';
 import { parseArgs } from 'node:util';
-import { Worker } from 'node:worker_threads';
 import { PlayflowClient } from '../client/http.js';
 import { tuneV8Tiering } from '../common/v8-tiering.js';
 import { startHarness } from '../test/conformance/harness.js';
@@ -27,6 +25,7 @@ import { startWorker } from '../worker/main.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { pgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
+import { startIncApi } from './support.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -58,22 +57,6 @@ function playbook(apiUrl: string): string {
     return `  - step: ${name(i)}\n    tool: ${tool}${next}`;
   });
   return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: colocated, path: bench/colocated }\nworkflow:\n${steps.join('\n')}\n`;
-}
-
-/** The peers' target: GET /inc?c=N answers {c: N + 1}, in a thread (its CPU is this process's in both modes). */
-async function startIncApi(): Promise<{ url: string; stop(): Promise<number> }> {
-  const api = new Worker(`
-    const http = require('node:http');
-    const { parentPort } = require('node:worker_threads');
-    const server = http.createServer((req, res) => {
-      const c = Number(new URL(req.url, 'http://x').searchParams.get('c'));
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ c: c + 1 }));
-    });
-    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
-  `, { eval: true });
-  const [port] = (await once(api, 'message')) as [number];
-  return { url: `http://127.0.0.1:${port}`, stop: () => api.terminate() };
 }
 
 const cpuMs = () => {

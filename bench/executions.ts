@@ -16,12 +16,10 @@
  * With `both` the modes alternate per round (poll first in odd rounds), after one warm-up batch.
  * Figures only; nothing asserts.
  */
-import { once } from 'node:events';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
-import { Worker } from 'node:worker_threads';
 import type { PlayflowClient } from '../client/http.js';
-import { startStack } from './support.js';
+import { startIncApi, startStack } from './support.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -111,20 +109,10 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 
 async function main() {
   // the chain's "external API", in its own thread so it does not take this event loop's time
-  const target = new Worker(`
-    const http = require('node:http');
-    const { parentPort } = require('node:worker_threads');
-    const server = http.createServer((req, res) => {
-      const c = Number(new URL(req.url, 'http://x').searchParams.get('c'));
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ c: c + 1 }));
-    });
-    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
-  `, { eval: true });
-  const [port] = (await once(target, 'message')) as [number];
+  const target = await startIncApi();
   const stack = await startStack({ workers: 1, concurrency: 32 });
   try {
-    await stack.client.registerPlaybook(playbook(`http://127.0.0.1:${port}`));
+    await stack.client.registerPlaybook(playbook(target.url));
     const modes: Mode[] = args.mode === 'both' ? ['poll', 'wait'] : [args.mode as Mode];
     // warm-up: JIT, pools, the worker's connections (not counted; a first round without it ran at half speed)
     for (const m of modes) await batch(stack.client, m, Math.max(CLIENTS, Math.ceil(EXECUTIONS / 4)), CLIENTS);
@@ -155,7 +143,7 @@ async function main() {
     }
   } finally {
     await stack.close();
-    await target.terminate();
+    await target.stop();
   }
 }
 

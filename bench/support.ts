@@ -102,19 +102,27 @@ export async function runWaiting(client: PlayflowClient, playbookPath: string, p
 }
 
 /**
- * A local "external API" in a worker thread (so its work does not count as the server's CPU):
- * answers every request 200 with `{path, ok}`. Returns its base URL and a stop function.
+ * A local "external API" in a worker thread, so its requests do not wait on the server's event loop
+ * (its CPU is still this process's). `respond` is the body of `(req, res) => { … }` in that thread.
  */
-export async function startEchoApi(): Promise<{ url: string; stop(): Promise<number> }> {
+async function startApiThread(respond: string): Promise<{ url: string; stop(): Promise<number> }> {
   const api = new Worker(`
     const http = require('node:http');
     const { parentPort } = require('node:worker_threads');
-    const server = http.createServer((req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ path: req.url, ok: true }));
-    });
+    const server = http.createServer((req, res) => { ${respond} });
     server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
   `, { eval: true });
   const [port] = (await once(api, 'message')) as [number];
   return { url: `http://127.0.0.1:${port}`, stop: () => api.terminate() };
 }
+
+/** Answers every request 200 with `{path, ok}`. */
+export const startEchoApi = () => startApiThread(`
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ path: req.url, ok: true }));`);
+
+/** The peers' target (../shared/peers lib/target.mjs): GET /inc?c=N answers `{c: N + 1}`. */
+export const startIncApi = () => startApiThread(`
+      const c = Number(new URL(req.url, 'http://x').searchParams.get('c'));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ c: c + 1 }));`);
