@@ -37,12 +37,17 @@ const LONG_POLL_TICK_MS = 250;
  * of `events`) gives field-level messages instead of an anyOf's two sets of errors. Both branches
  * are the contract's schemas (the document shows their union).
  */
-const ajv = new Ajv({ allErrors: true, strict: false, verbose: true, coerceTypes: false, useDefaults: true });
-const validateOne = ajv.compile(WorkerEvent);
-const validateBatch = ajv.compile(EventsBatch);
+let compiled: { one: ValidateFunction; batch: ValidateFunction } | undefined;
+/** Compiled at the first report, not at import (lazy-compilers.ts says why). */
+function eventValidators(): { one: ValidateFunction; batch: ValidateFunction } {
+  if (compiled) return compiled;
+  const ajv = new Ajv({ allErrors: true, strict: false, verbose: true, coerceTypes: false, useDefaults: true });
+  return (compiled = { one: ajv.compile(WorkerEvent), batch: ajv.compile(EventsBatch) });
+}
 function eventsBodyValidator(): ValidateFunction {
   const fn = ((data: unknown) => {
-    const v = data && typeof data === 'object' && !Array.isArray(data) && 'events' in data ? validateBatch : validateOne;
+    const { one, batch } = eventValidators();
+    const v = data && typeof data === 'object' && !Array.isArray(data) && 'events' in data ? batch : one;
     const ok = v(data);
     fn.errors = v.errors;
     return ok;

@@ -30,6 +30,7 @@ import { eventRoutes } from './events.js';
 import { executionRoutes } from './executions.js';
 import { healthRoutes } from './health.js';
 import { queueRoutes } from './queue.js';
+import { LazyCompilers } from './lazy-compilers.js';
 import { lazyRequestLogger } from './request-logger.js';
 import { runtimeRoutes } from './runtime.js';
 import { scheduleRoutes } from './schedules.js';
@@ -66,6 +67,11 @@ export interface RouteInfo {
   hidden: boolean;
 }
 
+/** The app's schema compilers: what was compiled, what waits for a first use (lazy-compilers.ts). */
+export function schemaCompilers(app: FastifyInstance): LazyCompilers {
+  return (app as FastifyInstance & { playflowSchemas: LazyCompilers }).playflowSchemas;
+}
+
 /** Every route the app declared (for tests and diagnostics). */
 export function listRoutes(app: FastifyInstance): RouteInfo[] {
   return (app as FastifyInstance & { playflowRoutes?: RouteInfo[] }).playflowRoutes ?? [];
@@ -97,6 +103,7 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
   const options = resolveOptions(opts);
   const plugins = [...PLUGINS, ...(opts.plugins ?? [])];
   const logger = opts.logger;
+  const compilers = new LazyCompilers();
   const app = Fastify({
     ...(logger && typeof logger === 'object' ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger === true }),
     bodyLimit: options.bodyLimit,
@@ -107,9 +114,11 @@ export async function buildApp(deps: ServerDeps, opts: AppOptions = {}): Promise
     childLoggerFactory: lazyRequestLogger,
     return503OnClosing: true,
     frameworkErrors,
+    schemaController: { compilersFactory: { buildSerializer: compilers.serializerFactory() } },
   });
 
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(compilers.validator(validatorCompiler));
+  app.decorate('playflowSchemas', compilers);
   app.setErrorHandler(errorHandler(() => deps.stopping?.() ?? false));
   app.setNotFoundHandler(notFoundHandler);
   installJsonParser(app);
