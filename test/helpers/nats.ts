@@ -4,12 +4,17 @@ import { jetstreamManager } from '@nats-io/jetstream';
 
 export const BROKER_URL = process.env.BROKER_URL ?? 'nats://127.0.0.1:4222';
 
-/** Stream, subject and consumer names unique to one suite (DESIGN.md §7). */
+/**
+ * Stream, subject and consumer names unique to one suite (DESIGN.md §7). The subject is outside
+ * `flow.commands.>`: a `playflow server start` with the defaults against the machine's NATS
+ * leaves the stream FLOW_COMMANDS on it, which takes every subject under `flow.commands`, and a
+ * stream of a suite whose subject overlapped it could not be created (every NATS suite failed).
+ */
 export function uniqueBrokerNames(prefix = 'T') {
   const id = `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`.toUpperCase();
   return {
     stream: `FLOW_COMMANDS_${id}`,
-    subject: `flow.commands.${id.toLowerCase()}`,
+    subject: `playflow-test.${id.toLowerCase()}`,
     consumer: `worker-pool-${id.toLowerCase()}`,
   };
 }
