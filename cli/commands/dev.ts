@@ -101,13 +101,18 @@ function progressLine(e: EventView, seen: Set<string>): string | null {
   }
 }
 
-/** Follows an execution to its end, printing step progress (text mode). */
+/**
+ * Follows an execution to its end, printing step progress (text mode). Between two reads of the
+ * log it long-polls the execution for 150 ms, which answers at the commit that ends it: the run
+ * is reported as soon as it ends, not up to a tick later.
+ */
 async function follow(client: PlayflowClient, id: string, json: boolean): Promise<ExecutionView> {
   let after: number | undefined;
   const seen = new Set<string>();
+  let ex = await client.getExecution(id);
   for (;;) {
-    const ex = await client.getExecution(id);
     if (!json) {
+      // read after the status: when that is terminal, every event is in the log already
       for await (const e of client.iterateEvents(id, { after })) {
         after = e.seq;
         const line = progressLine(e, seen);
@@ -115,7 +120,7 @@ async function follow(client: PlayflowClient, id: string, json: boolean): Promis
       }
     }
     if (TERMINAL.has(ex.status)) return ex;
-    await new Promise((r) => setTimeout(r, 150));
+    ex = await client.getExecution(id, { wait: 0.15 });
   }
 }
 
