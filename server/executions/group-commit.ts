@@ -19,10 +19,10 @@ import { newCtx } from './helpers.js';
 import { KeyedBatcher, MAX_BATCH } from './keyed-batcher.js';
 import { LazyTransaction } from './lazy-tx.js';
 import { groupCommitPrelude, type ExecutionLoader } from './loader.js';
-import type { BatchItem, BatchRequest, ItemOutcome, Peek, RunOptions, TxCtx } from './tx-types.js';
+import type { BatchItem, BatchRequest, ItemOutcome, Peek, RunOptions, TxCtx, TxLifecycle } from './tx-types.js';
 
 /** What the group commit needs of the service: its pool, hooks, log, loader, engine (batchDeps), and its transactions with their context. */
-export interface GroupCommitDeps {
+export interface GroupCommitDeps extends TxLifecycle {
   db: Db;
   hooks: ExecutionHooks;
   log: Logger;
@@ -32,11 +32,6 @@ export interface GroupCommitDeps {
   speculation: boolean;
   now(): number;
   runTx<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts?: RunOptions): Promise<{ value: T; ctx: TxCtx }>;
-  /** A transaction's context about to commit, not committed, committed, and after the commit (service.ts). */
-  ending(ctx: TxCtx): void;
-  abandoned(ctx: TxCtx): void;
-  committed(ctx: TxCtx): void;
-  afterCommit(ctx: TxCtx): Promise<void>;
 }
 
 /**

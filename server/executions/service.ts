@@ -46,7 +46,7 @@ import { Starts } from './starts.js';
 import { GroupCommit } from './group-commit.js';
 import { Lifecycle } from './lifecycle.js';
 import { DecisionWriter } from './decision-write.js';
-import type { Applied, EventOutcome, LeaseHolder, Loaded, QueueRef, RunOptions, TxCtx } from './tx-types.js';
+import type { Applied, EventOutcome, LeaseHolder, Loaded, QueueRef, RunOptions, TxCtx, TxLifecycle } from './tx-types.js';
 import { isObject, newCtx, RETRYABLE } from './helpers.js';
 import { type Logger, silentLogger } from '../../common/logger.js';
 import { EVENTS_PAGE_LIMIT, EXECUTION_LIST_LIMIT, SERVER_EVENT_NAMES as SERVER_EVENT_NAME_LIST } from '../../common/contract/index.js';
@@ -218,16 +218,19 @@ export class PgExecutionService implements ExecutionService {
       hooks: this.hooks, log: this.log, children: this.children, snapshots: this.snapshots, snapshotEvery: this.snapshotEvery, snapshotGrowth: this.snapshotGrowth,
       valuesGate: this.valuesGate,
     });
+    const lifecycle: TxLifecycle = {
+      ending: (ctx) => this.ending(ctx),
+      abandoned: (ctx) => this.abandoned(ctx),
+      committed: (ctx) => this.committed(ctx),
+      afterCommit: (ctx) => this.afterCommit(ctx),
+    };
     this.starts = new Starts({
       db: this.db, hooks: this.hooks, engine: this.engine, loader: this.loader, children: this.children, writer: this.writer,
       aheadOn: this.speculation && (o.startAhead ?? true),
       now: () => this.now(),
       input: (now, externalVars) => this.input(now, externalVars),
       run: (fn, opts) => this.run(fn, opts),
-      ending: (ctx) => this.ending(ctx),
-      abandoned: (ctx) => this.abandoned(ctx),
-      committed: (ctx) => this.committed(ctx),
-      afterCommit: (ctx) => this.afterCommit(ctx),
+      ...lifecycle,
       onWaiting: () => this.onWaiting?.(),
     });
     this.group = new GroupCommit({
@@ -240,10 +243,7 @@ export class PgExecutionService implements ExecutionService {
       },
       now: () => this.now(),
       runTx: (fn, opts) => this.runTx(fn, opts),
-      ending: (ctx) => this.ending(ctx),
-      abandoned: (ctx) => this.abandoned(ctx),
-      committed: (ctx) => this.committed(ctx),
-      afterCommit: (ctx) => this.afterCommit(ctx),
+      ...lifecycle,
     });
   }
 

@@ -27,10 +27,10 @@ import { LazyTransaction } from './lazy-tx.js';
 import * as limits from './limits.js';
 import type { ExecutionLoader } from './loader.js';
 import { StartAhead } from './start-ahead.js';
-import type { RunOptions, TxCtx } from './tx-types.js';
+import type { RunOptions, TxCtx, TxLifecycle } from './tx-types.js';
 
 /** What starts need of the service: its pool, hooks, engine, caches, writer, and its transactions with their context. */
-export interface StartsDeps {
+export interface StartsDeps extends TxLifecycle {
   db: Db;
   hooks: ExecutionHooks;
   engine: Engine<ExecutionStateView>;
@@ -42,11 +42,6 @@ export interface StartsDeps {
   now(): number;
   input(now: number, externalVars: JsonObject): EngineInput;
   run<T>(fn: (client: pg.PoolClient, ctx: TxCtx, begun: pg.QueryResult[]) => Promise<T>, opts?: RunOptions): Promise<T>;
-  /** A transaction's context about to commit, not committed, committed, and after the commit (service.ts). */
-  ending(ctx: TxCtx): void;
-  abandoned(ctx: TxCtx): void;
-  committed(ctx: TxCtx): void;
-  afterCommit(ctx: TxCtx): Promise<void>;
   /** A start was held by a concurrency limit: the admitter may have a slot for it. */
   onWaiting(): void;
 }

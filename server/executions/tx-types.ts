@@ -114,6 +114,18 @@ export interface Peek {
 export type ItemOutcome = { ok: true; value: EventOutcome | ClaimedCommand } | { ok: false; err: unknown };
 
 /**
+ * What the service does with a transaction's context (service.ts): about to commit, not
+ * committed, committed, and after the commit. Starts and GroupCommit run transactions of their
+ * own and hand their contexts to these.
+ */
+export interface TxLifecycle {
+  ending(ctx: TxCtx): void;
+  abandoned(ctx: TxCtx): void;
+  committed(ctx: TxCtx): void;
+  afterCommit(ctx: TxCtx): Promise<void>;
+}
+
+/**
  * A transaction of the service: `retryUniqueChild` retries a child's start that met its twin's
  * row; `lastCommits`: `fn` runs nothing after the decision's write or the end's statements, so
  * that statement may carry the COMMIT (lazy-tx.ts decisionCommitRules).
