@@ -25,7 +25,7 @@ import { startWorker } from '../worker/main.js';
 import { createServerFetch } from '../worker/server-fetch.js';
 import { pgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
-import { startIncApi } from './support.js';
+import { peersChainPlaybook, runWaiting, startIncApi } from './support.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -43,21 +43,6 @@ const STEPS = 40;
 if (!['separate', 'together'].includes(MODE)) throw new Error(`--mode must be separate or together, not ${MODE}`);
 if (!['http', 'python'].includes(TOOL)) throw new Error(`--tool must be http or python, not ${TOOL}`);
 if (!Number.isInteger(RUNS) || RUNS < 1 || !Number.isInteger(WARMUP) || WARMUP < 0) throw new Error('--runs must be ≥ 1 and --warmup ≥ 0');
-
-/** The peers' chain (../shared/peers lib/systems.mjs pfChainPlaybook). */
-function playbook(apiUrl: string): string {
-  const name = (i: number) => (i === 1 ? 'start' : `step_${i}`);
-  const prev = (i: number) => (i === 1 ? '{{ payload.c | default(0) }}' : `{{ ${name(i - 1)}.c }}`);
-  const steps = Array.from({ length: STEPS }, (_, k) => {
-    const i = k + 1;
-    const next = i < STEPS ? `\n    next: ${name(i + 1)}` : '';
-    const tool = TOOL === 'http'
-      ? `{ kind: http, method: GET, endpoint: "${apiUrl}/inc", params: { c: "${prev(i)}" } }`
-      : `{ kind: python, code: "def main(c):\\n    return {'c': c + 1}", args: { c: "${prev(i)}" } }`;
-    return `  - step: ${name(i)}\n    tool: ${tool}${next}`;
-  });
-  return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: colocated, path: bench/colocated }\nworkflow:\n${steps.join('\n')}\n`;
-}
 
 const cpuMs = () => {
   const u = process.cpuUsage();
@@ -77,16 +62,13 @@ async function main() {
   const pg = await pgCpu(h.db.url);
   try {
     await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
-    await client.registerPlaybook(playbook(api.url));
+    await client.registerPlaybook(peersChainPlaybook(TOOL as 'python' | 'http', api.url, 'bench/colocated', STEPS));
     const run = async () => {
-      const t0 = performance.now();
-      const started = await client.run({ path: 'bench/colocated', payload: {} }, { wait: 60 });
-      let end: { execution_id: string; status: string; result?: unknown; error?: unknown } = started;
-      while (!['completed', 'failed', 'cancelled'].includes(end.status)) end = await client.getExecution(started.execution_id, { wait: 60 });
+      const end = await runWaiting(client, 'bench/colocated');
       const r = end.result as { c?: number; data?: { c?: number } } | undefined;
       const c = r?.c ?? r?.data?.c;
-      if (end.status !== 'completed' || c !== STEPS) throw new Error(`execution ${end.execution_id} ${end.status}, counter ${c}: ${JSON.stringify(end.error)}`);
-      return performance.now() - t0;
+      if (end.status !== 'completed' || c !== STEPS) throw new Error(`execution ${end.status}, counter ${c}: ${JSON.stringify(end.error)}`);
+      return end.wall;
     };
     for (let i = 0; i < WARMUP; i++) await run();
     const walls: number[] = [];

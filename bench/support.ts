@@ -102,6 +102,25 @@ export async function runWaiting(client: PlayflowClient, playbookPath: string, p
 }
 
 /**
+ * The peers' W1 chain (../shared/peers lib/systems.mjs pfChainPlaybook) at `path`: `steps` steps
+ * passing a counter on, each a python fib(10) or a GET of `${apiUrl}/inc` (startIncApi). The
+ * execution's result is `{c: steps}` (python) or `{data: {c: steps}}` (http).
+ */
+export function peersChainPlaybook(kind: 'python' | 'http', apiUrl: string, path: string, steps = 40): string {
+  const name = (i: number) => (i === 1 ? 'start' : `step_${i}`);
+  const prev = (i: number) => (i === 1 ? '{{ payload.c | default(0) }}' : `{{ ${name(i - 1)}.c }}`);
+  const body = Array.from({ length: steps }, (_, k) => {
+    const i = k + 1;
+    const next = i < steps ? `\n    next: ${name(i + 1)}` : '';
+    const tool = kind === 'python'
+      ? `      kind: python\n      code: |\n        def main(n, c):\n            a, b = 0, 1\n            for _ in range(n):\n                a, b = b, a + b\n            return {"fib": a, "c": c + 1}\n      args: { n: 10, c: "${prev(i)}" }`
+      : `      kind: http\n      method: GET\n      endpoint: "${apiUrl}/inc"\n      params: { c: "${prev(i)}" }`;
+    return `  - step: ${name(i)}\n    tool:\n${tool}${next}`;
+  });
+  return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: ${path.split('/').pop()}, path: ${path} }\nworkflow:\n${body.join('\n')}\n`;
+}
+
+/**
  * A local "external API" in a worker thread, so its requests do not wait on the server's event loop
  * (its CPU is still this process's). `respond` is the body of `(req, res) => { … }` in that thread.
  */

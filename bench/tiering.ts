@@ -29,7 +29,7 @@ import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
 import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../test/helpers/nats.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
-import { runWaiting } from './support.js';
+import { peersChainPlaybook, runWaiting } from './support.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -40,20 +40,6 @@ const { values: args } = parseArgs({
 });
 const STEPS = 40;
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'index.js');
-
-function chain(kind: 'python' | 'http', targetUrl: string): string {
-  const name = (i: number) => (i === 1 ? 'start' : `step_${i}`);
-  const prev = (i: number) => (i === 1 ? '{{ payload.c | default(0) }}' : `{{ ${name(i - 1)}.c }}`);
-  const steps = Array.from({ length: STEPS }, (_, k) => {
-    const i = k + 1;
-    const next = i < STEPS ? `\n    next: ${name(i + 1)}` : '';
-    const tool = kind === 'python'
-      ? `      kind: python\n      code: |\n        def main(n, c):\n            a, b = 0, 1\n            for _ in range(n):\n                a, b = b, a + b\n            return {"fib": a, "c": c + 1}\n      args: { n: 10, c: "${prev(i)}" }`
-      : `      kind: http\n      method: GET\n      endpoint: "${targetUrl}/inc"\n      params: { c: "${prev(i)}" }`;
-    return `  - step: ${name(i)}\n    tool:\n${tool}${next}`;
-  });
-  return `apiVersion: playflow.io/v2\nkind: Playbook\nmetadata: { name: tier_${kind}, path: bench/tier_${kind} }\nworkflow:\n${steps.join('\n')}\n`;
-}
 
 /** pid and every descendant of it (the worker's python interpreters). */
 function withDescendants(pid: number): number[] {
@@ -159,7 +145,7 @@ type PeakRss = Record<'A' | 'B', { server: number; worker: number }>;
 async function session(a: Setting, b: Setting, rounds: number, warmup: number, targetUrl: string): Promise<{ results: SessionResult[]; rss: PeakRss }> {
   const seats = [await startSeat('A', a), await startSeat('B', b)];
   try {
-    for (const s of seats) for (const kind of ['python', 'http'] as const) await s.client.registerPlaybook(chain(kind, targetUrl));
+    for (const s of seats) for (const kind of ['python', 'http'] as const) await s.client.registerPlaybook(peersChainPlaybook(kind, targetUrl, `bench/tier_${kind}`, STEPS));
     const rows: Record<string, Array<Record<string, { cpu: number; wall: number }>>> = { python: [], http: [] };
     for (let r = 0; r < warmup + rounds; r++) {
       for (const kind of ['python', 'http'] as const) {
