@@ -9,6 +9,11 @@
  * never gets there. A budget of 8 KB gets there within a few hundred steps; the price is compiling
  * some functions that would otherwise never have been (figures: bench/tiering.ts, README
  * "Optimized early").
+ *
+ * The server and the worker set it once they are ready, not before their imports: their start
+ * (module loading, migrations, YAML and schema compiles, python interpreters) runs once, and at
+ * 8 KB V8 optimized much of it for nothing. A budget set later still applies to code that ran
+ * before, from that code's next budget on.
  */
 import v8 from 'node:v8';
 import { ConfigError, envValue, type Env } from './config.js';
@@ -30,12 +35,14 @@ export function interruptBudget(env: Env): number | null {
   return n;
 }
 
-/**
- * Sets V8's tiering budget from the environment; the process's code compiled from now on uses it.
- * Call it before the process imports its server or worker modules.
- */
+/** Sets V8's tiering budget (null: leaves V8's own); every function's next budget uses it. */
+export function applyInterruptBudget(budget: number | null): void {
+  if (budget !== null) v8.setFlagsFromString(`--interrupt-budget=${budget}`);
+}
+
+/** Reads the budget from the environment and sets it now (the benchmarks' processes). */
 export function tuneV8Tiering(env: Env): number | null {
   const budget = interruptBudget(env);
-  if (budget !== null) v8.setFlagsFromString(`--interrupt-budget=${budget}`);
+  applyInterruptBudget(budget);
   return budget;
 }

@@ -30,7 +30,7 @@ import type { Command } from 'commander';
 import type { PlayflowClient } from '../../client/http.js';
 import type { EventView, ExecutionView } from '../../common/protocol.js';
 import { parsePort } from '../../common/config.js';
-import { tuneV8Tiering } from '../../common/v8-tiering.js';
+import { applyInterruptBudget, interruptBudget } from '../../common/v8-tiering.js';
 import type { DevInstance, DevKeyInfo } from '../dev/run.js';
 import { CliError, action, parseJsonObject, playbookLanguage, printJson, println, readPlaybookFile } from './common.js';
 
@@ -228,7 +228,7 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
     throw new CliError('--payload needs a playbook file: playflow dev <file.yaml> --payload <json>');
   }
   const payload = await parseJsonObject(opts.payload ?? '{}', '--payload');
-  tuneV8Tiering(process.env);
+  const budget = interruptBudget(process.env);
 
   const { startDev, defaultDataDir } = await import('../dev/run.js');
   const dataDir = opts.dataDir ? path.resolve(opts.dataDir) : defaultDataDir();
@@ -248,6 +248,7 @@ async function devAction(file: string | undefined, opts: DevCliOptions): Promise
   let dev: DevInstance;
   try {
     dev = await startDev({ dataDir, port, portFallback: file !== undefined && port === undefined, verbose: opts.verbose });
+    applyInterruptBudget(budget); // once started: see common/v8-tiering.ts
   } finally {
     process.removeListener('beforeExit', stalled);
     process.removeListener('SIGINT', onEarly);

@@ -4,7 +4,7 @@
  * or port is unavailable.
  */
 import type { Command } from 'commander';
-import { tuneV8Tiering } from '../../common/v8-tiering.js';
+import { applyInterruptBudget, interruptBudget } from '../../common/v8-tiering.js';
 import { ConfigError, loadConfig, parsePort } from '../../server/config.js';
 
 export function register(program: Command): void {
@@ -22,9 +22,10 @@ export function register(program: Command): void {
         const env = { ...process.env };
         if (overrides.port !== undefined) env.PORT = String(overrides.port); // keeps the default serverUrl on the chosen port
         const config = loadConfig(env, overrides);
-        tuneV8Tiering(env);
+        const budget = interruptBudget(env); // a malformed value fails before anything starts
         const { startServer } = await import('../../server/main.js');
         await startServer({ config });
+        applyInterruptBudget(budget); // once listening: see common/v8-tiering.ts
       } catch (err) {
         const message = err instanceof ConfigError ? `invalid setting ${err.message}` : err instanceof Error ? err.message : String(err);
         process.stderr.write(`error: cannot start the server: ${message}\n`);

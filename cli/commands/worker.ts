@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import { ConfigError, parsePort } from '../../common/config.js';
-import { tuneV8Tiering } from '../../common/v8-tiering.js';
+import { applyInterruptBudget, interruptBudget } from '../../common/v8-tiering.js';
 import { table } from '../output.js';
 import { action, apiOptions, clientFrom, printBody, wholeNumber, type ApiOptions } from './common.js';
 
@@ -54,9 +54,10 @@ export function register(program: Command): void {
         const { loadWorkerConfig } = await import('../../worker/config.js');
         const config = loadWorkerConfig(env, opts.server ? { serverUrl: opts.server } : {});
         if (config.metricsPort === 0) (config as { metricsPort?: number }).metricsPort = undefined;
-        tuneV8Tiering(env);
+        const budget = interruptBudget(env); // a malformed value fails before anything starts
         const { startWorker } = await import('../../worker/main.js');
         await startWorker({ config });
+        applyInterruptBudget(budget); // once consuming: see common/v8-tiering.ts
       } catch (err) {
         const message = err instanceof ConfigError ? `invalid setting ${err.message}` : err instanceof Error ? err.message : String(err);
         process.stderr.write(`error: cannot start the worker: ${message}\n`);
