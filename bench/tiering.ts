@@ -89,31 +89,45 @@ interface Seat {
 async function startSeat(name: string, setting: Setting): Promise<Seat> {
   const db = await createTestDatabase(`pftier_${name.toLowerCase()}`);
   const broker = uniqueBrokerNames(`TIER_${name}`);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, BROKER_URL,
-    BROKER_STREAM: broker.stream, BROKER_SUBJECT: broker.subject, BROKER_CONSUMER: broker.consumer,
-    PORT: String(port), HOST: '127.0.0.1', SERVER_API_URL: url, LOG_LEVEL: 'warn',
-    PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'), PLAYFLOW_V8_INTERRUPT_BUDGET: setting.budget,
-  };
-  const server = spawn(process.execPath, [...setting.flags, CLI, 'server', 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-  for (const until = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 100))) {
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
-    if (server.exitCode !== null || Date.now() > until) throw new Error(`seat ${name}: the server did not start`);
+  const procs: ChildProcess[] = [];
+  try {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: db.url, BROKER_URL,
+      BROKER_STREAM: broker.stream, BROKER_SUBJECT: broker.subject, BROKER_CONSUMER: broker.consumer,
+      PORT: String(port), HOST: '127.0.0.1', SERVER_API_URL: url, LOG_LEVEL: 'warn',
+      PLAYFLOW_ENCRYPTION_KEY: randomBytes(32).toString('base64'), PLAYFLOW_V8_INTERRUPT_BUDGET: setting.budget,
+    };
+    const server = spawn(process.execPath, [...setting.flags, CLI, 'server', 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+    procs.push(server);
+    for (const until = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 100))) {
+      if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
+      if (server.exitCode !== null || Date.now() > until) throw new Error(`seat ${name}: the server did not start`);
+    }
+    procs.push(spawn(process.execPath, [...setting.flags, CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] }));
+    await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
+    return { name, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs };
+  } catch (err) {
+    // a seat that did not start leaves no process, database or stream behind (a bad --flags value)
+    await stopProcs(procs);
+    await db.drop();
+    await deleteStream(broker.stream);
+    throw err;
   }
-  const worker = spawn(process.execPath, [...setting.flags, CLI, 'worker', 'start', '--concurrency', '8'], { env: { ...env, WORKER_METRICS_PORT: '0' }, stdio: ['ignore', 'ignore', 'inherit'] });
-  await new Promise((r) => setTimeout(r, 1500)); // the worker connects and warms its interpreters
-  return { name, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs: [server, worker] };
 }
 
-async function stopSeat(s: Seat): Promise<void> {
-  await Promise.all(s.procs.map((p) => new Promise<void>((resolve) => {
+function stopProcs(procs: ChildProcess[]): Promise<unknown> {
+  return Promise.all(procs.map((p) => new Promise<void>((resolve) => {
     if (p.exitCode !== null || p.signalCode !== null) return resolve();
     p.once('exit', () => resolve());
     p.kill('SIGTERM');
     setTimeout(() => p.kill('SIGKILL'), 5000).unref();
   })));
+}
+
+async function stopSeat(s: Seat): Promise<void> {
+  await stopProcs(s.procs);
   await s.pg.close();
   await s.db.drop();
   await deleteStream(s.stream);
@@ -143,8 +157,10 @@ type PeakRss = Record<'A' | 'B', { server: number; worker: number }>;
 
 /** Both seats started fresh with these budgets; per kind the medians and the median ratios B/A. */
 async function session(a: Setting, b: Setting, rounds: number, warmup: number, targetUrl: string): Promise<{ results: SessionResult[]; rss: PeakRss }> {
-  const seats = [await startSeat('A', a), await startSeat('B', b)];
+  const seats: Seat[] = [];
   try {
+    seats.push(await startSeat('A', a)); // one at a time: a seat B that fails to start still stops A
+    seats.push(await startSeat('B', b));
     for (const s of seats) for (const kind of ['python', 'http'] as const) await s.client.registerPlaybook(peersChainPlaybook(kind, targetUrl, `bench/tier_${kind}`, STEPS));
     const rows: Record<string, Array<Record<string, { cpu: number; wall: number }>>> = { python: [], http: [] };
     for (let r = 0; r < warmup + rounds; r++) {
