@@ -4,9 +4,11 @@
  * a scratch copy of ../shared/peers, whose lib/ starts the systems:
  *
  *   cp -r ../shared/peers /tmp/peers && cp bench/peers/*.mjs /tmp/peers/ && cd /tmp/peers && npm install
- *   PLAYFLOW_ROOT=<this checkout, built> node cpu-split.mjs [rounds=12]
+ *   PLAYFLOW_ROOT=<this checkout, built> node cpu-split.mjs [rounds=12] [warmup=8]
  *
- * The variants run interleaved, one execution each per round, after 8 rounds of warm-up. CPU is
+ * The variants run interleaved, one execution each per round, after `warmup` rounds (the peers'
+ * W1 warms up with 3; with 60 the JavaScript processes have optimized their step path, and the
+ * split is the steady state's). CPU is
  * read from /proc for each process (the Playflow worker with its python interpreters) and for the
  * system's PostgreSQL backends. Figures only.
  */
@@ -16,6 +18,7 @@ import { stopAll, closeAdmin, withDescendants, pgBackendPids, cpuMs } from './li
 
 const STEPS = 40;
 const ROUNDS = Number(process.argv[2] ?? 12);
+const WARMUP = Number(process.argv[3] ?? 8);
 
 async function main() {
   await startTarget();
@@ -39,7 +42,7 @@ async function main() {
     ['restate / http', rs, () => rs.call('chain', { steps: STEPS, kind: 'http' })],
     ['dbos / http', db, () => db.call('chain', { steps: STEPS, kind: 'http' })],
   ];
-  for (let i = 0; i < 8; i++) for (const [, , run] of variants) await run();
+  for (let i = 0; i < WARMUP; i++) for (const [, , run] of variants) await run();
   const sums = new Map();
   const read = (g) => Object.fromEntries(Object.entries(g).map(([k, pids]) => [k, pids.reduce((s, p) => s + cpuMs(p), 0)]));
   for (let r = 0; r < ROUNDS; r++) {
@@ -56,7 +59,7 @@ async function main() {
       sums.set(name, acc);
     }
   }
-  console.log(`CPU ms per step by process (${ROUNDS} rounds of one ${STEPS}-step execution per variant; /proc ticks are 10 ms, so read the sums, not single rounds)`);
+  console.log(`CPU ms per step by process (${ROUNDS} rounds of one ${STEPS}-step execution per variant after ${WARMUP} of warm-up; /proc ticks are 10 ms, so read the sums, not single rounds)`);
   for (const [name, acc] of sums) {
     const parts = Object.entries(acc.cpu).map(([k, v]) => `${k} ${(v / ROUNDS / STEPS).toFixed(2)}`);
     console.log(`${name}: wall ${(acc.wall / ROUNDS).toFixed(0)} ms; ${parts.join(', ')}`);
