@@ -4,7 +4,10 @@
  * worker as deployed, in a process of its own (`separate`), and with the same worker runtime in
  * the server's process (`together`: `startWorker` in-process, still talking to the server over
  * loopback HTTP and taking notifications from JetStream). Nothing else differs, so the difference
- * is the second process: its wake-ups, its event loop, its V8.
+ * is the second process: its wake-ups, its event loop, its V8. `inject` goes one step further: the
+ * in-process worker's requests go through fastify's `inject` (light-my-request), so no socket and
+ * no HTTP parsing either; routing, validation, the service and serialization stay. It measures
+ * what a worker placed in the server's process, with a direct channel, could save at most.
  *
  * Prints wall time per execution and CPU per step: this process (server, and the worker in
  * `together`), the worker process (in `separate`) and PostgreSQL's backends. Python interpreters
@@ -12,11 +15,12 @@
  * alternately:
  *
  *   npm run build
- *   for i in 1 2 3; do for m in separate together; do node dist/bench/colocated.js --mode $m --tool http; done; done
+ *   for i in 1 2 3; do for m in separate together inject; do node dist/bench/colocated.js --mode $m --tool http; done; done
  *
  * [--runs 40] [--warmup 20] [--tool http|python]. Figures only; nothing asserts.
  */
 import { parseArgs } from 'node:util';
+import type { FastifyInstance } from 'fastify';
 import { PlayflowClient } from '../client/http.js';
 import { tuneV8Tiering } from '../common/v8-tiering.js';
 import { startHarness } from '../test/conformance/harness.js';
@@ -40,7 +44,7 @@ const TOOL = args.tool!;
 const RUNS = Number(args.runs);
 const WARMUP = Number(args.warmup);
 const STEPS = 40;
-if (!['separate', 'together'].includes(MODE)) throw new Error(`--mode must be separate or together, not ${MODE}`);
+if (!['separate', 'together', 'inject'].includes(MODE)) throw new Error(`--mode must be separate, together or inject, not ${MODE}`);
 if (!['http', 'python'].includes(TOOL)) throw new Error(`--tool must be http or python, not ${TOOL}`);
 if (!Number.isInteger(RUNS) || RUNS < 1 || !Number.isInteger(WARMUP) || WARMUP < 0) throw new Error('--runs must be ≥ 1 and --warmup ≥ 0');
 
@@ -50,13 +54,36 @@ const cpuMs = () => {
 };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/** A `fetch` for PlayflowClient that hands each request to the app in-process (`--mode inject`). */
+function injectFetch(app: FastifyInstance): typeof fetch {
+  return (async (input: string | URL, init: RequestInit = {}) => {
+    const url = new URL(String(input));
+    const res = await app.inject({
+      method: (init.method ?? 'GET') as 'GET',
+      url: url.pathname + url.search,
+      headers: init.headers as Record<string, string>,
+      payload: init.body as string | undefined,
+    });
+    return {
+      ok: res.statusCode >= 200 && res.statusCode < 300,
+      status: res.statusCode,
+      headers: new Headers(res.headers as Record<string, string>),
+      text: async () => res.body,
+      json: async () => JSON.parse(res.body) as unknown,
+    } as Response;
+  }) as typeof fetch;
+}
+
 async function main() {
   const api = await startIncApi();
   tuneV8Tiering(process.env);
   const h = await startHarness({ workers: MODE === 'separate' ? 1 : 0, concurrency: 8, sweeperIntervalMs: 10_000 });
-  const inProcess = MODE === 'together'
-    ? await startWorker({ config: loadWorkerConfig({ ...h.env, WORKER_CONCURRENCY: '8', WORKER_METRICS_PORT: '0', LOG_LEVEL: 'warn' }), signals: false })
-    : null;
+  const workerConfig = loadWorkerConfig({ ...h.env, WORKER_CONCURRENCY: '8', WORKER_METRICS_PORT: '0', LOG_LEVEL: 'warn' });
+  const inProcess = MODE === 'separate' ? null : await startWorker({
+    config: workerConfig,
+    signals: false,
+    ...(MODE === 'inject' ? { runtime: { client: new PlayflowClient({ baseUrl: h.url, fetch: injectFetch(h.server.app) }) } } : {}),
+  });
   const http = createServerFetch();
   const client = new PlayflowClient({ baseUrl: h.url, fetch: http.fetch });
   const pg = await pgCpu(h.db.url);
