@@ -4,9 +4,9 @@
  * prelude failed after some PREPAREs ran is dropped instead of being handed out again. Commit
  * rules: the statement the rules call last goes with COMMIT in one round trip.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDatabase, recordQueries, type TestDatabase } from '../test/helpers/pg.js';
-import { canCommitWith, createDb, sessionStatement, type ClosableDb, type CommitRules } from './db.js';
+import { IDLE_CONNECTION_MS, canCommitWith, createDb, sessionStatement, type ClosableDb, type CommitRules } from './db.js';
 
 let tdb: TestDatabase;
 let db: ClosableDb;
@@ -128,5 +128,28 @@ describe('tx with commit rules', () => {
 
   it('gives no queryAndCommit without commit rules', async () => {
     expect(await db.tx(async (client) => canCommitWith(client))).toBe(false);
+  });
+});
+
+describe('pooled connections', () => {
+  it('stay open through a pause longer than pg\'s default 10 s, so the next step meets a warm backend', async () => {
+    const own = createDb(tdb.url, { max: 1 });
+    const pid = async () => (await own.pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    try {
+      // the pool arms a connection's idle timer when a query hands it back: fake clocks from before that
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const first = await pid();
+      vi.advanceTimersByTime(60_000);
+      expect(own.pool.totalCount).toBe(1);
+      expect(await pid()).toBe(first);
+      // a server that stays quiet still lets its connections go
+      vi.advanceTimersByTime(IDLE_CONNECTION_MS);
+      vi.useRealTimers();
+      await vi.waitFor(() => expect(own.pool.totalCount).toBe(0));
+      expect(await pid()).not.toBe(first);
+    } finally {
+      vi.useRealTimers();
+      await own.close();
+    }
   });
 });
