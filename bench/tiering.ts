@@ -27,6 +27,7 @@ import { PlayflowClient } from '../client/http.js';
 import { freePort } from '../cli/dev/embedded-db.js';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.js';
 import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../test/helpers/nats.js';
+import { stopProcesses } from '../test/helpers/processes.js';
 import { pgCpu, type PgCpu } from './pg-cpu.js';
 import { processCpuMs } from './proc-cpu.js';
 import { peersChainPlaybook, runWaiting } from './support.js';
@@ -110,24 +111,15 @@ async function startSeat(name: string, setting: Setting): Promise<Seat> {
     return { name, client: new PlayflowClient({ baseUrl: url }), db, stream: broker.stream, pg: await pgCpu(db.url), procs };
   } catch (err) {
     // a seat that did not start leaves no process, database or stream behind (a bad --flags value)
-    await stopProcs(procs);
+    await stopProcesses(procs);
     await db.drop();
     await deleteStream(broker.stream);
     throw err;
   }
 }
 
-function stopProcs(procs: ChildProcess[]): Promise<unknown> {
-  return Promise.all(procs.map((p) => new Promise<void>((resolve) => {
-    if (p.exitCode !== null || p.signalCode !== null) return resolve();
-    p.once('exit', () => resolve());
-    p.kill('SIGTERM');
-    setTimeout(() => p.kill('SIGKILL'), 5000).unref();
-  })));
-}
-
 async function stopSeat(s: Seat): Promise<void> {
-  await stopProcs(s.procs);
+  await stopProcesses(s.procs);
   await s.pg.close();
   await s.db.drop();
   await deleteStream(s.stream);

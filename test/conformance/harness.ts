@@ -16,6 +16,7 @@ import { createLogger } from '../../common/logger.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { freePort } from '../../cli/dev/embedded-db.js';
 import { BROKER_URL, deleteStream, uniqueBrokerNames } from '../helpers/nats.js';
+import { stopProcesses } from '../helpers/processes.js';
 
 const twoUp = fileURLToPath(new URL('../..', import.meta.url));
 /** The repository, whether this module runs from the sources (tests) or from dist/ (benchmarks). */
@@ -149,17 +150,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     cli,
     async close() {
       process.off('exit', killChildren);
-      await Promise.all(
-        [...workers, ...servers].map(
-          (w) =>
-            new Promise<void>((resolve) => {
-              if (w.exitCode !== null || w.signalCode !== null) return resolve();
-              w.once('exit', () => resolve());
-              w.kill('SIGTERM');
-              setTimeout(() => w.kill('SIGKILL'), 5000).unref();
-            }),
-        ),
-      );
+      await stopProcesses([...workers, ...servers]);
       await server.stop();
       await db.drop();
       await deleteStream(names.stream);
