@@ -78,9 +78,8 @@ async function main() {
   const api = await startIncApi();
   tuneV8Tiering(process.env);
   const h = await startHarness({ workers: MODE === 'separate' ? 1 : 0, concurrency: 8, sweeperIntervalMs: 10_000 });
-  const workerConfig = loadWorkerConfig({ ...h.env, WORKER_CONCURRENCY: '8', WORKER_METRICS_PORT: '0', LOG_LEVEL: 'warn' });
   const inProcess = MODE === 'separate' ? null : await startWorker({
-    config: workerConfig,
+    config: loadWorkerConfig({ ...h.env, WORKER_CONCURRENCY: '8', WORKER_METRICS_PORT: '0', LOG_LEVEL: 'warn' }),
     signals: false,
     ...(MODE === 'inject' ? { runtime: { client: new PlayflowClient({ baseUrl: h.url, fetch: injectFetch(h.server.app) }) } } : {}),
   });
